@@ -1,0 +1,1 @@
+"""trio-pty: commands under real pseudo-terminals, in trio task trees, torn down strictly."""

@@ -1,0 +1,124 @@
+"""One hierarchy of errors, each with a stable `kind` that the RPC layer maps to a code.
+
+`details()` carries the structured facts a caller needs to act (the live ids when a limit is
+hit, the bytes that went in before a write timed out); the message repeats them for people.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class PtyError(Exception):
+    """Base of every error trio-pty raises on purpose."""
+
+    kind: ClassVar[str] = "pty_error"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self._details = details
+
+    def details(self) -> dict[str, Any]:
+        """Structured facts about the failure, JSON-friendly."""
+        return dict(self._details)
+
+
+class SessionNotFound(PtyError):
+    """No such session, or one that belongs to another owner (reported identically)."""
+
+    kind = "session_not_found"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"PTY session not found: {session_id}", id=session_id)
+
+
+class LimitExceeded(PtyError):
+    kind = "limit_exceeded"
+
+    def __init__(self, message: str, *, live_ids: list[str]) -> None:
+        super().__init__(message, live_ids=live_ids)
+        self.live_ids = live_ids
+
+
+class OwnerDeleted(PtyError):
+    kind = "owner_deleted"
+
+    def __init__(self, owner: str) -> None:
+        super().__init__(f"Owner has been deleted: {owner}", owner=owner)
+
+
+class ManagerClosing(PtyError):
+    kind = "closing"
+
+    def __init__(self) -> None:
+        super().__init__("The PTY manager is shutting down")
+
+
+class SpawnFailed(PtyError):
+    kind = "spawn_failed"
+
+    def __init__(self, message: str, *, command: str) -> None:
+        super().__init__(message, command=command)
+
+
+class NotRunning(PtyError):
+    kind = "not_running"
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        status: str,
+        exit_code: int | None,
+        exit_signal: int | None,
+    ) -> None:
+        if status == "exited":
+            how = (
+                f"exited on signal {exit_signal}"
+                if exit_signal is not None
+                else f"exited with code {exit_code}"
+            )
+        else:
+            how = "was killed" if status == "killed" else "is being killed"
+        super().__init__(
+            f"PTY session {session_id} is not running: it {how}",
+            id=session_id,
+            status=status,
+            exit_code=exit_code,
+            exit_signal=exit_signal,
+        )
+
+
+class WriteTimeout(PtyError):
+    kind = "write_timeout"
+
+    def __init__(
+        self, session_id: str, *, bytes_written: int, total_bytes: int, timeout: float
+    ) -> None:
+        super().__init__(
+            f"Write to PTY session {session_id} timed out after {timeout:g} s: "
+            f"{bytes_written} of {total_bytes} bytes went in (is the program reading its input?)",
+            id=session_id,
+            bytes_written=bytes_written,
+            total_bytes=total_bytes,
+        )
+        self.bytes_written = bytes_written
+
+
+class InvalidInput(PtyError):
+    kind = "invalid_input"
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}", field=field)
+        self.field = field
+
+
+class PermissionDenied(PtyError):
+    kind = "permission_denied"
+
+    def __init__(self, permission: str, resource: str, reason: str = "") -> None:
+        text = f"Permission denied: {permission} {resource}"
+        super().__init__(
+            f"{text} ({reason})" if reason else text, permission=permission, resource=resource
+        )

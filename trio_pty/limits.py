@@ -1,0 +1,71 @@
+"""Every bound and default of trio-pty, in one frozen record.
+
+Nothing else in the package hard-codes a size, a count or a duration: a bound that is not
+here cannot be raised by an operator and cannot be checked by a reviewer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+
+def _positive(instance: Any, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"Limits.{attribute.name} must be positive, got {value!r}")
+
+
+def _non_negative(instance: Any, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not value >= 0:
+        raise ValueError(f"Limits.{attribute.name} must not be negative, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class Limits:
+    """Bounds for one manager. Durations are seconds unless the name says otherwise."""
+
+    # Sessions and owners.
+    max_sessions: int = attrs.field(default=16, validator=_positive)
+    max_sessions_per_owner: int = attrs.field(default=5, validator=_positive)
+    max_owner_length: int = attrs.field(default=256, validator=_positive)
+    deleted_owners_remembered: int = attrs.field(default=10_000, validator=_positive)
+
+    # Time bounds of the session life cycle.
+    terminate_grace: float = attrs.field(default=2.0, validator=_non_negative)
+    close_timeout: float = attrs.field(default=27.0, validator=_positive)
+    spawn_timeout: float = attrs.field(default=5.0, validator=_positive)
+    notification_timeout: float = attrs.field(default=5.0, validator=_positive)
+    io_timeout: float = attrs.field(default=5.0, validator=_positive)
+    exit_drain_timeout: float = attrs.field(default=0.25, validator=_non_negative)
+    max_timeout_seconds: float = attrs.field(default=3600.0, validator=_positive)
+
+    # Output.
+    buffer_size: int = attrs.field(default=1_000_000, validator=_positive)
+    default_read_limit: int = attrs.field(default=500, validator=_positive)
+    max_read_limit: int = attrs.field(default=2000, validator=_positive)
+    max_line_length: int = attrs.field(default=2000, validator=_positive)
+    max_escape_length: int = attrs.field(default=4096, validator=_positive)
+    max_pattern_length: int = attrs.field(default=500, validator=_positive)
+    max_wait_ms: int = attrs.field(default=30_000, validator=_positive)
+    max_rows: int = attrs.field(default=1000, validator=_positive)
+    max_cols: int = attrs.field(default=1000, validator=_positive)
+
+    # Input.
+    max_command_bytes: int = attrs.field(default=4096, validator=_positive)
+    max_args: int = attrs.field(default=128, validator=_positive)
+    max_arg_bytes: int = attrs.field(default=16_384, validator=_positive)
+    max_args_total_bytes: int = attrs.field(default=65_536, validator=_positive)
+    max_workdir_bytes: int = attrs.field(default=4096, validator=_positive)
+    max_title_length: int = attrs.field(default=500, validator=_positive)
+    max_description_length: int = attrs.field(default=2000, validator=_positive)
+    max_write_bytes: int = attrs.field(default=65_536, validator=_positive)
+    max_env_vars: int = attrs.field(default=256, validator=_positive)
+    max_env_name_bytes: int = attrs.field(default=256, validator=_positive)
+    max_env_value_bytes: int = attrs.field(default=32_768, validator=_positive)
+
+    # Server.
+    max_message_bytes: int = attrs.field(default=1 << 20, validator=_positive)
+    max_requests_in_flight: int = attrs.field(default=32, validator=_positive)
+    max_connections: int = attrs.field(default=64, validator=_positive)
+    attach_chunk_bytes: int = attrs.field(default=65_536, validator=_positive)

@@ -1,0 +1,90 @@
+"""The records trio-pty hands to its users, and the cattrs converter that (un)structures them.
+
+These are plain immutable values: the library returns them, the RPC layer turns them into
+JSON with `converter.unstructure`, and the client turns JSON back with `converter.structure`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+import cattrs
+
+Status = Literal["running", "exited", "killing", "killed"]
+WaitReason = Literal["matched", "idle", "exited", "timeout"]
+
+
+@attrs.frozen(kw_only=True)
+class SessionInfo:
+    """A snapshot of one session's metadata."""
+
+    id: str
+    owner: str
+    command: str
+    args: list[str]
+    workdir: str
+    title: str | None
+    description: str
+    status: Status
+    pid: int
+    exit_code: int | None
+    exit_signal: int | None
+    timed_out: bool
+    created_at: float
+    line_count: int
+    byte_count: int
+    rows: int
+    cols: int
+    notify_on_exit: bool
+    timeout: float | None
+    error: str | None = None
+
+
+@attrs.frozen
+class Line:
+    """One line of clean text, numbered absolutely from the start of the session."""
+
+    number: int
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class ReadPage:
+    """A page of lines. `next_offset` is where the next page starts; `missed_lines` counts
+    requested lines that already left the buffer (the page then starts at `first_line`)."""
+
+    lines: list[Line]
+    total_lines: int
+    first_line: int
+    has_more: bool
+    next_offset: int
+    missed_lines: int = 0
+    reason: WaitReason | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ExitEvent:
+    """Delivered once to the exit callback when a session with notify_on_exit ends."""
+
+    type: Literal["pty.exit"] = "pty.exit"
+    id: str
+    owner: str
+    description: str
+    exit_code: int | None
+    exit_signal: int | None
+    timeout_seconds: float | None
+    timed_out: bool
+    output_lines: int
+    last_line: str
+
+
+@attrs.frozen(kw_only=True)
+class WriteResult:
+    """What a write did."""
+
+    id: str
+    bytes_written: int
+
+
+converter = cattrs.Converter(forbid_extra_keys=True)
