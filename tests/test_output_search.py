@@ -1,0 +1,140 @@
+"""RE2 pattern compilation and the batched line search."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import re2
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trio_pty import errors
+from trio_pty.output.buffer import OutputBuffer
+from trio_pty.output.search import CompiledPattern, compile_pattern, first_matching_line
+
+
+def compile_(pattern: str, ignore_case: bool = False) -> CompiledPattern:
+    return compile_pattern(pattern, ignore_case=ignore_case, max_length=500)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [("(abc", "missing )"), ("a{1001}", "invalid repetition size"), ("(?<=a)b", "invalid perl")],
+)
+def test_invalid_pattern_reports_re2_reason(pattern: str, reason: str) -> None:
+    with pytest.raises(errors.InvalidInput) as caught:
+        compile_(pattern)
+    assert caught.value.field == "pattern"
+    assert reason in caught.value.message
+    assert "b'" not in caught.value.message  # RE2's bytes were decoded
+
+
+def test_empty_and_too_long_patterns_are_refused() -> None:
+    with pytest.raises(errors.InvalidInput, match="empty"):
+        compile_("")
+    compile_pattern("a" * 10, ignore_case=False, max_length=10)
+    with pytest.raises(errors.InvalidInput, match="limit is 10"):
+        compile_pattern("a" * 11, ignore_case=False, max_length=10)
+
+
+def test_ignore_case() -> None:
+    assert compile_("ERROR").search("an error") is None
+    assert compile_("ERROR", ignore_case=True).search("an error") is not None
+    assert compile_("ÉTÉ", ignore_case=True).search("un été") is not None
+    blob = b"ok\nan Error here\n"
+    assert first_matching_line(compile_("error", ignore_case=True), blob) == (3, 16)
+
+
+def test_search_is_search_not_fullmatch() -> None:
+    assert compile_("rro").search("error") is not None
+    assert compile_("^rro").search("error") is None
+
+
+# Patterns built from pieces whose meaning depends on context (anchors, word boundaries,
+# newline-matching classes), to compare the batched search with one line at a time.
+ATOMS = ["a", "b", "ab", ".", r"\s", r"\S", r"\W", "[^a]", "[a-b]", r"\n", "(?s:.)", "\\b", r"\B",
+         "^", "$", r"\A", r"\z", r"\C", "é", "x*", "(?-m:^)a", "(?i)A", " "]  # fmt: skip
+patterns = st.lists(
+    st.tuples(st.sampled_from(ATOMS), st.sampled_from(["", "*", "+", "?", "{2}"])),
+    min_size=1,
+    max_size=4,
+).map(lambda parts: "".join(atom + (suffix if atom not in "^$" else "") for atom, suffix in parts))
+lines_strategy = st.lists(st.text(alphabet="ab é\t", max_size=6), min_size=1, max_size=12)
+
+
+@given(pattern=patterns, lines=lines_strategy, alternate=st.booleans())
+def test_batch_search_finds_exactly_the_matching_lines(
+    pattern: str, lines: list[str], alternate: bool
+) -> None:
+    try:
+        compiled = compile_(pattern + "|zz" if alternate else pattern)
+    except errors.InvalidInput:
+        return
+    blob = "".join(line + "\n" for line in lines).encode()
+    expected = [i for i, line in enumerate(lines) if compiled.line.search(line) is not None]
+    found = []
+    pos = 0
+    while True:
+        start, end = first_matching_line(compiled, blob, pos)
+        if start < 0:
+            break
+        found.append(blob.count(b"\n", 0, start))
+        assert blob[start:end] == lines[found[-1]].encode()
+        pos = end + 1
+    assert found == expected
+
+
+def test_unsafe_constructs_fall_back_to_line_by_line() -> None:
+    for pattern in (r"\Aab", r"ab\z", r"a\Cb", "(?-m:^a)", "(?i-m)^a"):
+        compiled = compile_(pattern)
+        assert compiled.batch is None
+    blob = b"xab\nab\na\nb\n"
+    assert first_matching_line(compile_(r"\Aab"), blob) == (4, 6)
+    assert first_matching_line(compile_(r"a\Cb"), blob) == (-1, -1)
+    assert compile_("^ab$").batch is not None
+    assert first_matching_line(compile_("^ab$"), blob) == (4, 6)
+
+
+PATHOLOGICAL = [r"(a*)*b", r"(x+x+)+y", r"(a|a)*c", r"(.*)(.*)(.*)(.*)z", r"(a|aa)+$b",
+                r"[a-q][^u-z]{13}x", r"(\w+\s?)*!", r"a{100}"]  # fmt: skip
+
+
+def filled(lines: int) -> OutputBuffer:
+    buffer = OutputBuffer(4_000_000, max_line_length=2000, max_escape_length=4096)
+    line = b"a" * 47 + b" d" * 6 + b"\r\n"
+    data = line * lines
+    for i in range(0, len(data), 4096):
+        buffer.append(data[i : i + 4096])
+    return buffer
+
+
+@pytest.mark.parametrize("pattern", PATHOLOGICAL)
+def test_pathological_patterns_stay_linear(pattern: str) -> None:
+    compiled = compile_(pattern)
+    timings = []
+    for lines in (4000, 16000):
+        buffer = filled(lines)
+        started = time.perf_counter()
+        hit, resume = buffer.search_from(compiled, 0)
+        timings.append(time.perf_counter() - started)
+        assert hit is None
+        assert resume == lines
+    # 16000 lines (about 1 MB) in well under a quarter second, cold; and no blow-up.
+    assert timings[1] < 0.25
+    assert timings[1] < 10 * timings[0] + 0.02
+
+
+def test_re2_rejects_backreferences() -> None:
+    with pytest.raises(errors.InvalidInput):
+        compile_(r"(a)\1")
+    assert isinstance(compile_("a").line, type(re2.compile("a")))
+
+
+def test_user_patterns_are_not_pinned_by_the_module_cache() -> None:
+    cache_info = getattr(getattr(re2, "_Regexp", None), "_make", None)
+    if cache_info is None:  # pragma: no cover - another binding version
+        pytest.skip("re2 internals differ")
+    before = re2._Regexp._make.cache_info().currsize
+    compile_("never seen before (pattern)")
+    assert re2._Regexp._make.cache_info().currsize == before
