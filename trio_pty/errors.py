@@ -117,8 +117,11 @@ class InvalidInput(PtyError):
 class PermissionDenied(PtyError):
     kind = "permission_denied"
 
-    def __init__(self, permission: str, resource: str, reason: str = "") -> None:
-        text = f"Permission denied: {permission} {resource}"
-        super().__init__(
-            f"{text} ({reason})" if reason else text, permission=permission, resource=resource
-        )
+    def __init__(
+        self, permission: str, resource: str, reason: str = "", *, message: str | None = None
+    ) -> None:
+        if message is None:
+            message = f"Permission denied: {permission} {resource}"
+            if reason:
+                message = f"{message} ({reason})"
+        super().__init__(message, permission=permission, resource=resource)

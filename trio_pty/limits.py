@@ -39,6 +39,7 @@ class Limits:
     io_timeout: float = attrs.field(default=5.0, validator=_positive)
     exit_drain_timeout: float = attrs.field(default=0.25, validator=_non_negative)
     max_timeout_seconds: float = attrs.field(default=3600.0, validator=_positive)
+    orphan_reap_interval: float = attrs.field(default=1.0, validator=_positive)
 
     # Output.
     buffer_size: int = attrs.field(default=1_000_000, validator=_positive)
@@ -47,7 +48,9 @@ class Limits:
     max_line_length: int = attrs.field(default=2000, validator=_positive)
     max_escape_length: int = attrs.field(default=4096, validator=_positive)
     max_pattern_length: int = attrs.field(default=500, validator=_positive)
+    default_wait_ms: int = attrs.field(default=10_000, validator=_positive)
     max_wait_ms: int = attrs.field(default=30_000, validator=_positive)
+    max_raw_read_bytes: int = attrs.field(default=262_144, validator=_positive)
     max_rows: int = attrs.field(default=1000, validator=_positive)
     max_cols: int = attrs.field(default=1000, validator=_positive)
 
@@ -63,6 +66,7 @@ class Limits:
     max_env_vars: int = attrs.field(default=256, validator=_positive)
     max_env_name_bytes: int = attrs.field(default=256, validator=_positive)
     max_env_value_bytes: int = attrs.field(default=32_768, validator=_positive)
+    max_env_total_bytes: int = attrs.field(default=262_144, validator=_positive)
 
     # Server.
     max_message_bytes: int = attrs.field(default=1 << 20, validator=_positive)

@@ -39,6 +39,7 @@ class SessionInfo:
     notify_on_exit: bool
     timeout: float | None
     error: str | None = None
+    ready: ReadPage | None = None
 
 
 @attrs.frozen
@@ -80,11 +81,37 @@ class ExitEvent:
 
 
 @attrs.frozen(kw_only=True)
+class Wait:
+    """A server-side wait: return once a line matches `pattern`, or the output has been quiet
+    for `idle_ms` after at least one byte, or (with `exit`) the session has ended, or
+    `timeout_ms` passes. The session ending always ends a wait: no more output can come."""
+
+    pattern: str | None = None
+    ignore_case: bool = False
+    idle_ms: int | None = None
+    exit: bool = False
+    timeout_ms: int | None = None
+
+
+@attrs.frozen(kw_only=True)
 class WriteResult:
-    """What a write did."""
+    """What a write did; with a wait, also the output it produced (from the line where the
+    write's output starts, `offset` being the raw byte offset where it starts)."""
 
     id: str
     bytes_written: int
+    offset: int
+    output: ReadPage | None = None
+
+
+@attrs.frozen(kw_only=True)
+class OutputChunk:
+    """Raw output bytes starting at absolute byte `offset`. `gap` says that bytes before
+    `offset` that the reader asked for have left the buffer."""
+
+    offset: int
+    data: bytes
+    gap: bool = False
 
 
 converter = cattrs.Converter(forbid_extra_keys=True)

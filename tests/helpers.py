@@ -1,0 +1,72 @@
+"""Small helpers for integration tests: bounded waits on real sessions and processes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import trio
+
+from trio_pty.manager import Manager
+from trio_pty.posix import reap
+
+
+async def poll_until(condition: Callable[[], bool], *, timeout: float = 10) -> None:
+    """Poll an outside observation (the process table, a status) until it holds; bounded.
+
+    Tests use it only for what no event announces, such as a process appearing in /proc.
+    """
+    with trio.fail_after(timeout):
+        while not condition():  # noqa: ASYNC110 - nothing to wait on but the observation
+            await trio.sleep(0.01)
+
+
+async def output_text(manager: Manager, session_id: str, *, owner: str = "default") -> str:
+    page = await manager.read(session_id, owner=owner, offset=0, limit=2000)
+    return "\n".join(line.text for line in page.lines)
+
+
+async def wait_for_text(
+    manager: Manager, session_id: str, text: str, *, owner: str = "default", timeout: float = 10
+) -> str:
+    """Poll the session's clean text until `text` appears (tests only; bounded)."""
+    with trio.fail_after(timeout):
+        while True:
+            current = await output_text(manager, session_id, owner=owner)
+            if text in current:
+                return current
+            await trio.sleep(0.01)
+
+
+async def wait_for_status(
+    manager: Manager, session_id: str, status: str, *, owner: str = "default", timeout: float = 10
+) -> None:
+    await poll_until(lambda: manager.get(session_id, owner=owner).status == status, timeout=timeout)
+
+
+def tagged_processes(manager: Manager, session_id: str | None = None) -> list[int]:
+    """Living processes that carry this manager's (and session's) tag, wherever they are."""
+    snapshot = reap.ProcessTable().snapshot(fresh=True)
+    return [
+        entry.pid
+        for entry in snapshot.with_tags_of(manager.id)
+        if session_id is None or reap.read_tags(entry.pid) == (manager.id, session_id)
+    ]
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
+
+
+def numbers_in(text: str) -> list[int]:
+    return [int(word) for word in text.split() if word.isdigit()]
+
+
+def own_fd_count() -> int:
+    return len(os.listdir("/proc/self/fd"))

@@ -1,0 +1,93 @@
+"""Leak accounting shared by every test: processes, file descriptors, PTY masters, tasks.
+
+A test leaks when, after it, this process (or a server subprocess it names) has a descendant
+it did not have before, a process anywhere carries a trio-pty manager tag, an fd is open that
+was not, or a trio task runs that did not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable
+
+import attrs
+import trio
+
+from trio_pty.posix import reap
+
+
+@attrs.frozen
+class ProcessView:
+    pid: int
+    state: str
+    cmdline: str
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        return "?"
+
+
+# Ids of the managers this test process created (recorded by conftest): only their tagged
+# processes are ours to account for; another test run on the machine has its own.
+OUR_MANAGERS: set[str] = set()
+
+
+def descendants(roots: Iterable[int]) -> dict[int, ProcessView]:
+    """Every living or zombie descendant of `roots`, plus anything tagged by one of our
+    managers wherever it was reparented."""
+    snapshot = reap.ProcessTable().snapshot(fresh=True)
+    found: dict[int, ProcessView] = {}
+    stack = [child for root in roots for child in snapshot.children.get(root, ())]
+    while stack:
+        pid = stack.pop()
+        if pid in found:
+            continue
+        entry = snapshot.entries[pid]
+        found[pid] = ProcessView(pid, entry.state, _cmdline(pid))
+        stack.extend(snapshot.children.get(pid, ()))
+    for manager_id in OUR_MANAGERS:
+        for entry in snapshot.with_tags_of(manager_id):
+            found.setdefault(entry.pid, ProcessView(entry.pid, entry.state, _cmdline(entry.pid)))
+    return found
+
+
+def open_fds() -> dict[int, str]:
+    """This process's open descriptors and what they point at."""
+    result = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            result[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+    return result
+
+
+def pty_masters() -> list[int]:
+    return [fd for fd, target in open_fds().items() if target == "/dev/ptmx"]
+
+
+def trio_tasks() -> list[str]:
+    """Names of every task in the current trio run."""
+    names: list[str] = []
+    stack = [trio.lowlevel.current_root_task()]
+    while stack:
+        task = stack.pop()
+        names.append(task.name)
+        for nursery in task.child_nurseries:
+            stack.extend(nursery.child_tasks)
+    return names
+
+
+def kill_leftovers(leftovers: Iterable[ProcessView]) -> None:
+    """Clean up after a failed test, so one leak does not fail the tests after it."""
+    for view in leftovers:
+        with contextlib.suppress(OSError):
+            os.kill(view.pid, 9)
+    for view in leftovers:
+        with contextlib.suppress(OSError):
+            os.waitpid(view.pid, os.WNOHANG)

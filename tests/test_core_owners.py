@@ -1,0 +1,141 @@
+"""Owners and quotas: isolation, reservations under concurrency, eviction, deletion."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+import trio_pty
+from trio_pty import Limits, errors
+
+from .helpers import alive, tagged_processes, wait_for_status
+
+LIMITS = Limits(terminate_grace=0.3, max_sessions=8, max_sessions_per_owner=3)
+
+
+async def test_limits_defaults() -> None:
+    limits = Limits()
+    assert (limits.max_sessions, limits.max_sessions_per_owner) == (16, 5)
+    assert (limits.terminate_grace, limits.close_timeout, limits.spawn_timeout) == (2, 27, 5)
+    assert (limits.notification_timeout, limits.io_timeout) == (5, 5)
+    assert (limits.buffer_size, limits.max_timeout_seconds) == (1_000_000, 3600)
+    assert (limits.default_read_limit, limits.max_read_limit, limits.max_line_length) == (
+        500,
+        2000,
+        2000,
+    )
+    with pytest.raises(ValueError, match="max_sessions"):
+        Limits(max_sessions=0)
+
+
+async def test_another_owner_session_looks_missing() -> None:
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(LIMITS) as manager:
+            mine = await manager.spawn("sleep", ["100"], owner="alice", description="a")
+            assert [s.id for s in manager.list("alice")] == [mine.id]
+            assert manager.list("bob") == []
+            for call in (
+                manager.read(mine.id, owner="bob"),
+                manager.write(mine.id, "x", owner="bob"),
+                manager.kill(mine.id, owner="bob"),
+            ):
+                with pytest.raises(errors.SessionNotFound) as caught:
+                    await call
+                assert str(caught.value) == f"PTY session not found: {mine.id}"
+            with pytest.raises(errors.SessionNotFound) as missing:
+                await manager.read("pty_00000000", owner="bob")
+            assert type(missing.value) is type(caught.value)
+            assert manager.get(mine.id, owner="alice").status == "running"
+
+
+async def test_concurrent_spawns_never_overshoot_quotas() -> None:
+    results: list[str] = []
+    refusals: list[errors.LimitExceeded] = []
+
+    async def one(owner: str) -> None:
+        try:
+            info = await manager.spawn("sleep", ["100"], owner=owner, description="race")
+            results.append(info.owner)
+        except errors.LimitExceeded as refusal:
+            refusals.append(refusal)
+
+    with trio.fail_after(20):
+        async with trio_pty.open_manager(LIMITS) as manager:
+            async with trio.open_nursery() as nursery:
+                for index in range(50):
+                    nursery.start_soon(one, f"owner-{index % 4}")
+            per_owner = {o: results.count(o) for o in set(results)}
+            assert len(results) == LIMITS.max_sessions
+            assert all(count <= LIMITS.max_sessions_per_owner for count in per_owner.values())
+            assert len(refusals) == 50 - LIMITS.max_sessions
+            assert len(manager.list_all()) == LIMITS.max_sessions
+
+
+async def test_limit_exceeded_lists_live_ids_and_eviction_makes_room() -> None:
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(LIMITS) as manager:
+            first = await manager.spawn("sh", ["-c", "exit 0"], owner="o", description="1")
+            live = [
+                (await manager.spawn("sleep", ["100"], owner="o", description=str(i))).id
+                for i in range(2)
+            ]
+            await wait_for_status(manager, first.id, "exited", owner="o")
+            # At the quota, the oldest ended session is evicted to make room.
+            live.append((await manager.spawn("sleep", ["100"], owner="o", description="3")).id)
+            assert first.id not in [s.id for s in manager.list("o")]
+            with pytest.raises(errors.LimitExceeded) as refused:
+                await manager.spawn("sleep", ["100"], owner="o", description="4")
+            assert sorted(refused.value.live_ids) == sorted(live)
+            assert all(session_id in str(refused.value) for session_id in live)
+            # Another owner is not affected by this owner's quota.
+            await manager.spawn("true", owner="p", description="other")
+
+
+async def test_delete_owner_reaps_everything_and_refuses_later_spawns() -> None:
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(LIMITS) as manager:
+            doomed = [
+                await manager.spawn(
+                    "sh", ["-c", "trap '' TERM; sleep 100 & wait"], owner="chat", description="d"
+                )
+                for _ in range(3)
+            ]
+            other = await manager.spawn("sleep", ["100"], owner="keep", description="k")
+            start = trio.current_time()
+            assert await manager.delete_owner("chat") == 3
+            assert trio.current_time() - start < LIMITS.terminate_grace + 1  # concurrently
+            assert manager.list("chat") == []
+            assert all(not alive(info.pid) for info in doomed)
+            assert all(tagged_processes(manager, info.id) == [] for info in doomed)
+            with pytest.raises(errors.OwnerDeleted):
+                await manager.spawn("true", owner="chat", description="late")
+            assert manager.get(other.id, owner="keep").status == "running"
+
+
+async def test_delete_owner_waits_for_spawns_in_progress() -> None:
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(LIMITS) as manager:
+            outcome: list[BaseException] = []
+
+            async def spawn_one() -> None:
+                try:
+                    await manager.spawn("sleep", ["100"], owner="chat", description="p")
+                except errors.OwnerDeleted as refusal:
+                    outcome.append(refusal)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(spawn_one)
+                await trio.lowlevel.checkpoint()  # the spawn has reserved its slot and is starting
+                await manager.delete_owner("chat")
+                # When delete_owner returns, the spawn in progress has settled: its child
+                # was started, then refused at registration and torn down.
+                assert tagged_processes(manager) == []
+            assert len(outcome) == 1 and manager.list("chat") == []
+
+
+async def test_closing_manager_refuses_spawns() -> None:
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(LIMITS) as manager:
+            pass
+        with pytest.raises(errors.ManagerClosing):
+            await manager.spawn("true", description="late")

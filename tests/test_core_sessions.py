@@ -1,0 +1,258 @@
+"""The session life cycle with real children under real PTYs: spawn, output, exit, kill,
+timeout, exit events."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import trio
+
+import trio_pty
+from trio_pty import Limits, errors
+from trio_pty.model import ExitEvent
+
+from .helpers import alive, numbers_in, poll_until, wait_for_status, wait_for_text
+
+FAST = Limits(terminate_grace=0.3)
+
+
+async def test_output_and_exit_code_are_recorded() -> None:
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(FAST) as manager:
+            info = await manager.spawn("sh", ["-c", "echo hello; exit 3"], description="demo")
+            assert info.status == "running" and info.pid > 0 and info.id.startswith("pty_")
+            await wait_for_status(manager, info.id, "exited")
+            final = manager.get(info.id)
+            assert (final.exit_code, final.exit_signal) == (3, None)
+            page = await manager.read(info.id)
+            assert [line.text for line in page.lines] == ["hello"]
+            assert final.line_count == 1 and final.byte_count == len(b"hello\r\n")
+
+
+async def test_exit_signal_is_recorded() -> None:
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(FAST) as manager:
+            info = await manager.spawn("sh", ["-c", "kill -SEGV $$"], description="crash")
+            await wait_for_status(manager, info.id, "exited")
+            final = manager.get(info.id)
+            assert (final.exit_code, final.exit_signal) == (None, signal.SIGSEGV)
+
+
+async def test_child_is_session_leader_with_the_pty_as_controlling_tty() -> None:
+    script = 'echo "pid=$$ sid=$(ps -o sid= -p $$) pgid=$(ps -o pgid= -p $$) tty=$(tty)"'
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(FAST) as manager:
+            info = await manager.spawn("sh", ["-c", script + "; sleep 100"], description="id")
+            text = await wait_for_text(manager, info.id, "tty=")
+            pid, sid, pgid = numbers_in(text.replace("=", " "))[:3]
+            assert pid == sid == pgid == info.pid, text
+            assert "tty=/dev/pts/" in text
+            assert os.getsid(info.pid) == info.pid
+
+
+async def test_master_is_not_leaked_into_the_child() -> None:
+    script = "for f in /proc/$$/fd/*; do readlink $f; done; echo done"
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(FAST) as manager:
+            info = await manager.spawn("sh", ["-c", script], description="fds")
+            text = await wait_for_text(manager, info.id, "done")
+            targets = text.split()[:-1]
+            assert targets and all(t.startswith("/dev/pts/") for t in targets), targets
+
+
+async def test_window_size_is_set() -> None:
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(FAST) as manager:
+            info = await manager.spawn(
+                "sh", ["-c", "stty size"], description="size", rows=33, cols=101
+            )
+            await wait_for_text(manager, info.id, "33 101")
+
+
+async def test_environment_is_filtered_and_tagged() -> None:
+    environ = {
+        "PATH": os.environ["PATH"],
+        "HOME": "/tmp",
+        "GITHUB_TOKEN": "x",
+        "MY_SECRET": "x",
+        "AWS_REGION": "x",
+        "KEEP_ME": "kept",
+    }
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(FAST, environ=environ) as manager:
+            info = await manager.spawn(
+                "sh", ["-c", "env; echo END"], description="env", env={"EXTRA": "1"}
+            )
+            text = await wait_for_text(manager, info.id, "END")
+            names = {line.split("=", 1)[0] for line in text.splitlines() if "=" in line}
+            assert {"KEEP_ME", "EXTRA", "TERM", "LANG", "TRIO_PTY_SESSION"} <= names
+            assert not names & {"GITHUB_TOKEN", "MY_SECRET", "AWS_REGION"}
+            assert "TERM=xterm-256color" in text and f"TRIO_PTY_SESSION={info.id}" in text
+
+
+async def test_fixed_environment_mode() -> None:
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(FAST, env_mode="fixed") as manager:
+            info = await manager.spawn("sh", ["-c", "env; echo END"], description="env")
+            text = await wait_for_text(manager, info.id, "END")
+            names = {line.split("=", 1)[0] for line in text.splitlines() if "=" in line}
+            names -= {"PWD", "SHLVL", "_", "TRIO_PTY_SESSION", "TRIO_PTY_MANAGER"}
+            assert names <= {"HOME", "LANG", "LOGNAME", "PATH", "SHELL", "TERM", "USER"}
+
+
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [
+        ("definitely-not-a-command-xyz", "not found"),
+        ("/etc/passwd", "permission denied"),
+        ("/tmp", "directory"),
+    ],
+)
+async def test_spawn_failure_leaves_nothing(command: str, reason: str) -> None:
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(FAST) as manager:
+            with pytest.raises(errors.SpawnFailed, match=reason):
+                await manager.spawn(command, description="bad")
+            assert manager.list() == []
+            # The reservation was returned: the owner can still spawn its full quota.
+            for _ in range(FAST.max_sessions_per_owner):
+                await manager.spawn("sleep", ["100"], description="fill")
+
+
+async def test_bad_workdir_is_invalid_input() -> None:
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(FAST) as manager:
+            with pytest.raises(errors.InvalidInput, match="workdir"):
+                await manager.spawn("true", description="x", workdir="/no/such/dir")
+
+
+async def test_timeout_kills_and_reports() -> None:
+    events: list[ExitEvent] = []
+
+    async def on_exit(event: ExitEvent) -> None:
+        events.append(event)
+
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(FAST, on_exit=on_exit) as manager:
+            start = trio.current_time()
+            info = await manager.spawn(
+                "sleep", ["100"], description="slow", timeout=0.3, notify_on_exit=True
+            )
+            await wait_for_status(manager, info.id, "killed")
+            assert 0.3 <= trio.current_time() - start < 1.5
+            final = manager.get(info.id)
+            assert final.timed_out and final.exit_signal == signal.SIGTERM
+            await poll_until(lambda: len(events) == 1)
+            assert events[0].timed_out and events[0].timeout_seconds == 0.3
+
+
+async def test_kill_keeps_output_and_cleanup_removes() -> None:
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(FAST) as manager:
+            info = await manager.spawn("sh", ["-c", "echo before; sleep 100"], description="k")
+            await wait_for_text(manager, info.id, "before")
+            killed = await manager.kill(info.id)
+            assert killed.status == "killed" and killed.exit_signal == signal.SIGTERM
+            assert not alive(info.pid)
+            assert "before" in [line.text for line in (await manager.read(info.id)).lines]
+            await manager.kill(info.id, cleanup=True)
+            with pytest.raises(errors.SessionNotFound, match=f"PTY session not found: {info.id}"):
+                await manager.read(info.id)
+
+
+async def test_output_printed_while_dying_is_kept() -> None:
+    script = "trap 'echo goodbye; exit 0' TERM; echo ready; while :; do sleep 0.05; done"
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(FAST) as manager:
+            info = await manager.spawn("sh", ["-c", script], description="trap")
+            await wait_for_text(manager, info.id, "ready")
+            await manager.kill(info.id)
+            lines = [line.text for line in (await manager.read(info.id)).lines]
+            assert lines[-1] == "goodbye"
+
+
+async def test_write_reaches_the_child() -> None:
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(FAST) as manager:
+            info = await manager.spawn("cat", description="echo")
+            result = await manager.write(info.id, "hello cat\n")
+            assert result.bytes_written == len("hello cat\n")
+            text = await wait_for_text(manager, info.id, "hello cat\nhello cat")
+            assert text.count("hello cat") == 2  # the tty echo and cat's copy
+
+
+async def test_write_to_ended_session_is_not_running() -> None:
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(FAST) as manager:
+            info = await manager.spawn("sh", ["-c", "exit 7"], description="x")
+            await wait_for_status(manager, info.id, "exited")
+            with pytest.raises(errors.NotRunning, match="exited with code 7"):
+                await manager.write(info.id, "x")
+
+
+async def test_exit_events_exactly_once_and_only_when_asked() -> None:
+    events: list[ExitEvent] = []
+
+    async def on_exit(event: ExitEvent) -> None:
+        events.append(event)
+
+    description = "d" * 150
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(FAST, on_exit=on_exit) as manager:
+            loud = await manager.spawn(
+                "sh",
+                ["-c", "echo one; echo; echo 'last words'; echo '   '; exit 4"],
+                description=description,
+                notify_on_exit=True,
+            )
+            quiet = await manager.spawn("sh", ["-c", "exit 0"], description="q")
+            killed = await manager.spawn("sleep", ["100"], description="k", notify_on_exit=True)
+            await wait_for_status(manager, loud.id, "exited")
+            await wait_for_status(manager, quiet.id, "exited")
+            await manager.kill(killed.id)
+            await poll_until(lambda: len(events) >= 1)
+            await trio.sleep(0.2)
+        assert len(events) == 1
+        event = events[0]
+        assert event.id == loud.id and event.exit_code == 4 and event.type == "pty.exit"
+        assert event.description == "d" * 100
+        assert event.last_line == "last words"
+        assert event.output_lines == 4
+
+
+async def test_failing_or_hanging_exit_callback_is_cut_off(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    calls: list[str] = []
+
+    async def on_exit(event: ExitEvent) -> None:
+        calls.append(event.description)
+        if event.description == "raise":
+            raise RuntimeError("callback bug")
+        await trio.sleep_forever()
+
+    limits = Limits(terminate_grace=0.3, notification_timeout=0.3)
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(limits, on_exit=on_exit) as manager:
+            for description in ("raise", "hang"):
+                await manager.spawn("true", description=description, notify_on_exit=True)
+            await poll_until(lambda: len(calls) == 2)
+            await trio.sleep(0.5)
+            # The manager still works.
+            info = await manager.spawn("sh", ["-c", "echo alive"], description="after")
+            await wait_for_text(manager, info.id, "alive")
+    assert "callback bug" in caplog.text and "cut off" in caplog.text
+
+
+async def test_no_output_lost_at_exit() -> None:
+    size = 64 * 1024
+    script = f"head -c {size} /dev/zero | tr '\\0' 'x'; exit 0"
+    with trio.fail_after(60):
+        async with trio_pty.open_manager(Limits(max_sessions=64, max_sessions_per_owner=64)) as m:
+            for _ in range(50):
+                info = await m.spawn("sh", ["-c", script], description="flood")
+                await wait_for_status(m, info.id, "exited")
+                assert m.get(info.id).byte_count == size
+                await m.kill(info.id, cleanup=True)

@@ -1,0 +1,355 @@
+"""Find every process a session started, signal them, and wait until they are gone.
+
+"A session's processes" are: everything in the leader's session (sid) and process group, the
+tty's foreground group, every descendant of those found through the /proc parent chain, and
+every child of ours (we are a child subreaper) whose environment carries the session's tag:
+a descendant that called setsid and double-forked away lands on us, and the tag says whose it
+is. Processes are signalled through pidfds after checking their start time, so a recycled pid
+is never signalled (pid_max is 32768 on many machines).
+
+Zombies are dead: they count as gone. Those that are our children are reaped here, but only
+when they are certainly adopted (see `_certainly_adopted`), so the exit status of a child that
+trio or the embedding program waits on is never stolen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import math
+import os
+import signal
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Final
+
+import attrs
+import trio
+
+TAG_SESSION: Final = "TRIO_PTY_SESSION"
+TAG_MANAGER: Final = "TRIO_PTY_MANAGER"
+
+_PR_SET_CHILD_SUBREAPER: Final = 36
+_PR_GET_CHILD_SUBREAPER: Final = 37
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def set_child_subreaper(enabled: bool) -> bool:
+    """Make this process the reaper of its orphaned descendants; return the previous state.
+
+    Orphans otherwise go to PID 1, which in containers reaps late (1.1-2 s measured) or never,
+    and a process group is only gone when every member has been reaped.
+    """
+    previous = ctypes.c_int(0)
+    if _libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(previous), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_GET_CHILD_SUBREAPER) failed")
+    if _libc.prctl(_PR_SET_CHILD_SUBREAPER, int(enabled), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+    return bool(previous.value)
+
+
+@attrs.frozen(slots=True)
+class ProcEntry:
+    """One line of /proc/PID/stat, the fields we need."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    sid: int
+    state: str
+    start_time: int
+
+    @property
+    def dead(self) -> bool:
+        return self.state in ("Z", "X")
+
+
+def _read_stat(pid: int) -> ProcEntry | None:
+    try:
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        raw = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    # comm may contain spaces and parentheses: split after the last ")".
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    if len(fields) < 20:
+        return None
+    return ProcEntry(
+        pid=pid,
+        ppid=int(fields[1]),
+        pgid=int(fields[2]),
+        sid=int(fields[3]),
+        state=fields[0].decode("ascii", "replace"),
+        start_time=int(fields[19]),
+    )
+
+
+def read_tags(pid: int) -> tuple[str, str] | None:
+    """(manager id, session id) from the process's initial environment, if it carries them."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            environ = handle.read()
+    except OSError:
+        return None
+    found: dict[str, str] = {}
+    for item in environ.split(b"\0"):
+        if item.startswith(b"TRIO_PTY_"):
+            name, _, value = item.partition(b"=")
+            found[name.decode("ascii", "replace")] = value.decode("utf-8", "replace")
+    if TAG_MANAGER in found and TAG_SESSION in found:
+        return found[TAG_MANAGER], found[TAG_SESSION]
+    return None
+
+
+class Snapshot:
+    """One scan of /proc with the indexes teardown needs, built once and shared."""
+
+    def __init__(self, entries: dict[int, ProcEntry], tag_cache: dict[tuple[int, int], object]):
+        self.entries = entries
+        self.own_pid = os.getpid()
+        self.own_pgid = os.getpgrp()
+        self.own_sid = os.getsid(0)
+        self.by_sid: dict[int, list[int]] = defaultdict(list)
+        self.by_pgid: dict[int, list[int]] = defaultdict(list)
+        self.children: dict[int, list[int]] = defaultdict(list)
+        for entry in entries.values():
+            self.by_sid[entry.sid].append(entry.pid)
+            self.by_pgid[entry.pgid].append(entry.pid)
+            self.children[entry.ppid].append(entry.pid)
+        self._tag_cache = tag_cache
+        self._tagged: dict[tuple[str, str], list[int]] | None = None
+
+    def tagged(self, manager_id: str, session_id: str) -> list[int]:
+        """Living children of ours that carry this session's tag (adopted escapees)."""
+        if self._tagged is None:
+            self._tagged = defaultdict(list)
+            for pid in self.children.get(self.own_pid, ()):
+                entry = self.entries[pid]
+                if entry.dead:
+                    continue
+                key = (pid, entry.start_time)
+                if key not in self._tag_cache:
+                    self._tag_cache[key] = read_tags(pid)
+                tags = self._tag_cache[key]
+                if isinstance(tags, tuple):
+                    self._tagged[tags].append(pid)
+        return self._tagged.get((manager_id, session_id), [])
+
+    def with_tags_of(self, manager_id: str) -> list[ProcEntry]:
+        """Every living process of our uid carrying this manager's tag, wherever it is now."""
+        found = []
+        for entry in self.entries.values():
+            if entry.dead or entry.pid == self.own_pid:
+                continue
+            key = (entry.pid, entry.start_time)
+            if key not in self._tag_cache:
+                self._tag_cache[key] = read_tags(entry.pid)
+            tags = self._tag_cache[key]
+            if isinstance(tags, tuple) and tags[0] == manager_id:
+                found.append(entry)
+        return found
+
+    def members(
+        self, *, leader: int, groups: Iterable[int], manager_id: str, session_id: str
+    ) -> dict[int, ProcEntry]:
+        """Every process of one session, living or dead, never ourselves or our group."""
+        seeds: set[int] = set(self.by_sid.get(leader, ()))
+        for pgid in (leader, *groups):
+            seeds.update(self.by_pgid.get(pgid, ()))
+        seeds.update(self.tagged(manager_id, session_id))
+        found: dict[int, ProcEntry] = {}
+        stack = list(seeds)
+        while stack:
+            pid = stack.pop()
+            if pid in found or pid not in self.entries:
+                continue
+            entry = self.entries[pid]
+            if pid <= 1 or pid == self.own_pid or entry.pgid == self.own_pgid:
+                continue
+            found[pid] = entry
+            stack.extend(self.children.get(pid, ()))
+        return found
+
+    def certainly_adopted(self, entry: ProcEntry) -> bool:
+        """True when `entry` is our child but was not forked by us.
+
+        A child we forked can only have our session id or (after setsid) its own pid as
+        session id; anything else was reparented to us as subreaper, so nobody in this
+        process is waiting for its exit status.
+        """
+        return entry.ppid == self.own_pid and entry.sid not in (self.own_sid, entry.pid)
+
+
+class ProcessTable:
+    """Shares /proc scans between all teardowns that look within `max_age` seconds."""
+
+    def __init__(self, max_age: float = 0.001) -> None:
+        self._max_age = max_age
+        self._taken = -1.0
+        self._snapshot: Snapshot | None = None
+        self._tag_cache: dict[tuple[int, int], object] = {}
+
+    def snapshot(self, *, fresh: bool = False) -> Snapshot:
+        now = time.monotonic()
+        if fresh or self._snapshot is None or now - self._taken > self._max_age:
+            entries: dict[int, ProcEntry] = {}
+            for name in os.listdir("/proc"):
+                if name.isdigit():
+                    entry = _read_stat(int(name))
+                    if entry is not None:
+                        entries[entry.pid] = entry
+            live = {(e.pid, e.start_time) for e in entries.values()}
+            self._tag_cache = {k: v for k, v in self._tag_cache.items() if k in live}
+            self._snapshot = Snapshot(entries, self._tag_cache)
+            self._taken = now
+        return self._snapshot
+
+
+def signal_process(entry: ProcEntry, sig: int) -> None:
+    """Signal one process through a pidfd, unless its pid now names another process."""
+    if entry.pid <= 1 or entry.pid == os.getpid():
+        return
+    try:
+        pidfd = os.pidfd_open(entry.pid)
+    except OSError:
+        return  # already gone
+    try:
+        current = _read_stat(entry.pid)
+        if current is not None and current.start_time == entry.start_time:
+            signal.pidfd_send_signal(pidfd, sig)
+    except OSError:
+        pass
+    finally:
+        os.close(pidfd)
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    """Signal a process group we created. Never 0, 1, -1 or our own group."""
+    if pgid <= 1 or pgid == os.getpgrp():
+        return
+    with contextlib.suppress(OSError):
+        os.killpg(pgid, sig)
+
+
+def reap(pid: int) -> bool:
+    """Collect the exit status of one adopted child; True when it is gone."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return done == pid
+
+
+def reap_orphans(snapshot: Snapshot, also: Callable[[ProcEntry], bool] | None = None) -> int:
+    """Reap dead children that were certainly adopted (or that `also` vouches for)."""
+    count = 0
+    for pid in snapshot.children.get(snapshot.own_pid, ()):
+        entry = snapshot.entries[pid]
+        if entry.dead and (snapshot.certainly_adopted(entry) or (also is not None and also(entry))):
+            count += reap(pid)
+    return count
+
+
+@attrs.frozen
+class TeardownReport:
+    signalled: int
+    killed: int
+    survivors: list[int]
+
+
+Finder = Callable[[Snapshot], dict[int, ProcEntry]]
+
+_FIRST_TICK: Final = 0.001
+_LAST_TICK: Final = 0.064
+
+
+async def _next_tick(interval: float, wake: trio.Event) -> None:
+    """Sleep to the next multiple of `interval` (so concurrent teardowns share one scan),
+    or until `wake` is set."""
+    now = trio.current_time()
+    with trio.move_on_at((now // interval + 1) * interval):
+        await wake.wait()
+
+
+async def terminate(
+    find: Finder,
+    table: ProcessTable,
+    *,
+    grace: float,
+    deadline: float,
+    leader: trio.Process | None = None,
+    groups: Callable[[], Iterable[int]] = tuple,
+) -> TeardownReport:
+    """SIGTERM (+SIGCONT) -> up to `grace` -> SIGKILL -> until nothing `find` reports is
+    alive and the leader and adopted zombies are reaped, or `deadline` passes.
+
+    `groups` names process groups that are safe to signal right now (groups catch members
+    forked after the last scan); `leader` is the trio Process we hold, reaped by trio.
+    """
+    adopted: set[tuple[int, int]] = set()
+    signalled: dict[tuple[int, int], int] = {}
+    leader_gone = trio.Event()
+    killed = 0
+
+    def was_adopted(entry: ProcEntry) -> bool:
+        return (entry.pid, entry.start_time) in adopted
+
+    def alive_members() -> dict[int, ProcEntry]:
+        snapshot = table.snapshot()
+        members = find(snapshot)
+        # Any member but the leader can only become our child by adoption, even after its
+        # death erased the marks (environment, parent) that made it a member.
+        for entry in members.values():
+            if leader is None or entry.pid != leader.pid:
+                adopted.add((entry.pid, entry.start_time))
+        reap_orphans(snapshot, also=was_adopted)
+        return {pid: e for pid, e in members.items() if not e.dead}
+
+    def leader_running() -> bool:
+        return leader is not None and leader.returncode is None
+
+    def send(members: dict[int, ProcEntry], sig: int) -> None:
+        for pgid in groups():
+            signal_group(pgid, sig)
+            if sig == signal.SIGTERM:
+                signal_group(pgid, signal.SIGCONT)
+        for entry in members.values():
+            key = (entry.pid, entry.start_time)
+            if signalled.get(key) != sig:
+                signalled[key] = sig
+                signal_process(entry, sig)
+                if sig == signal.SIGTERM:
+                    signal_process(entry, signal.SIGCONT)
+
+    async def watch_leader(process: trio.Process) -> None:
+        await process.wait()
+        leader_gone.set()
+
+    survivors: dict[int, ProcEntry] = {}
+    with trio.move_on_at(deadline):
+        async with trio.open_nursery() as nursery:
+            if leader is not None:
+                nursery.start_soon(watch_leader, leader)
+            survivors = alive_members()
+            current = signal.SIGTERM
+            kill_at = trio.current_time() + grace
+            interval = _FIRST_TICK
+            while survivors or leader_running():
+                if current == signal.SIGTERM and trio.current_time() >= kill_at:
+                    current, interval, killed = signal.SIGKILL, _FIRST_TICK, len(survivors)
+                send(survivors, current)
+                wake = trio.Event() if leader_gone.is_set() else leader_gone
+                with trio.move_on_at(kill_at if current == signal.SIGTERM else math.inf):
+                    await _next_tick(interval, wake)
+                interval = min(interval * 2, _LAST_TICK)
+                survivors = alive_members()
+            nursery.cancel_scope.cancel()
+    # A last pass for zombies reparented to us while we waited.
+    reap_orphans(table.snapshot(fresh=True), also=was_adopted)
+    return TeardownReport(signalled=len(signalled), killed=killed, survivors=sorted(survivors))

@@ -1,0 +1,544 @@
+"""One PTY = one trio task tree: reader, exit watcher, timeout and notifier, then teardown.
+
+The runner task lives in the manager's root nursery. Every way a session ends (exit, kill,
+timeout, owner deleted, manager cancelled) goes through the same teardown in `_finish`:
+shielded, bounded by `close_timeout`, ending with the master fd closed. On a kill or a
+natural exit the reader keeps draining while the processes die, so nothing they print on the
+way out is lost; on cancellation of the whole manager nobody can read any more, so the reader
+stops at once.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import math
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Final
+
+import trio
+
+from .errors import NotRunning, WriteTimeout
+from .limits import Limits
+from .model import ExitEvent, OutputChunk, SessionInfo, Status, Wait, WaitReason
+from .output.buffer import OutputBuffer
+from .output.search import CompiledPattern
+from .output.stubber import QueryResponder
+from .posix import reap, spawn
+
+log = logging.getLogger("trio_pty")
+
+ExitCallback = Callable[[ExitEvent], Awaitable[None]]
+
+_READ_SIZE: Final = 65_536
+_READS_PER_WAKEUP: Final = 64  # then yield, so one flooding session cannot starve the rest
+_WRITE_CHUNK: Final = 16_384
+_SAFE_START_SCAN: Final = 65_536
+
+
+class Session:
+    """State and task tree of one PTY session. Created and driven by the Manager."""
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        owner: str,
+        command: str,
+        args: Sequence[str],
+        workdir: str,
+        title: str | None,
+        description: str,
+        notify_on_exit: bool,
+        timeout: float | None,
+        rows: int,
+        cols: int,
+        limits: Limits,
+        manager_id: str,
+        table: reap.ProcessTable,
+    ) -> None:
+        self.id = session_id
+        self.owner = owner
+        self.command = command
+        self.args = list(args)
+        self.workdir = workdir
+        self.title = title
+        self.description = description
+        self.notify_on_exit = notify_on_exit
+        self.timeout = timeout
+        self.rows = rows
+        self.cols = cols
+        self.created_at = time.time()
+        self.status: Status = "running"
+        self.pid = 0
+        self.exit_code: int | None = None
+        self.exit_signal: int | None = None
+        self.timed_out = False
+        self.error: str | None = None
+        self.output = OutputBuffer(
+            limits.buffer_size,
+            max_line_length=limits.max_line_length,
+            max_escape_length=limits.max_escape_length,
+        )
+        self._limits = limits
+        self._manager_id = manager_id
+        self._table = table
+        self._responder = QueryResponder()
+        self._drivers = 0
+        self._master = -1
+        self._process: trio.Process | None = None
+        self._write_lock = trio.Lock()
+        self._stop = trio.Event()
+        self._eof = trio.Event()
+        self._exit_recorded = trio.Event()
+        self._finished = trio.Event()
+        self._output_lot = trio.lowlevel.ParkingLot()
+        self._last_output_at = 0.0
+        self._notified = False
+        self._torn_down = False
+        self._removed = False
+
+    # ----------------------------------------------------------------- public state
+
+    @property
+    def finished(self) -> bool:
+        """True once teardown is complete: no process left, master fd closed."""
+        return self._finished.is_set()
+
+    @property
+    def ended(self) -> bool:
+        return self.status != "running"
+
+    def info(self) -> SessionInfo:
+        return SessionInfo(
+            id=self.id,
+            owner=self.owner,
+            command=self.command,
+            args=list(self.args),
+            workdir=self.workdir,
+            title=self.title,
+            description=self.description,
+            status=self.status,
+            pid=self.pid,
+            exit_code=self.exit_code,
+            exit_signal=self.exit_signal,
+            timed_out=self.timed_out,
+            created_at=self.created_at,
+            line_count=self.output.total_lines,
+            byte_count=self.output.end_offset,
+            rows=self.rows,
+            cols=self.cols,
+            notify_on_exit=self.notify_on_exit,
+            timeout=self.timeout,
+            error=self.error,
+        )
+
+    # ----------------------------------------------------------------- the task tree
+
+    async def run(
+        self,
+        *,
+        env: dict[str, str],
+        cwd_fd: int,
+        on_started: Callable[[], None],
+        on_exit: ExitCallback | None,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Spawn the child, run the task tree until the session ends, then tear down."""
+        self._master, slave = spawn.open_pty(self.rows, self.cols)
+        try:
+            try:
+                self._process = await spawn.start_child(
+                    self.command, self.args, slave=slave, env=env, cwd_fd=cwd_fd
+                )
+            finally:
+                os.close(slave)
+            self.pid = self._process.pid
+            on_started()
+            async with trio.open_nursery() as notifiers:
+                async with trio.open_nursery() as tasks:
+                    tasks.start_soon(self._read_output)
+                    tasks.start_soon(self._watch_exit, notifiers, on_exit)
+                    if self.timeout is not None:
+                        tasks.start_soon(self._expire, self.timeout)
+                    task_status.started()
+                    await self._stop.wait()
+                    await self._teardown()
+                    # Everything is gone, so the slave is closed: the reader reaches EIO soon.
+                    with trio.move_on_after(self._limits.exit_drain_timeout):
+                        await self._eof.wait()
+                    tasks.cancel_scope.cancel()
+                if self.timed_out and on_exit is not None:
+                    notifiers.start_soon(self._notify, on_exit)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._teardown()
+                self._close_master()
+                self._finished.set()
+                self._wake_readers()
+
+    def removed(self) -> None:
+        """The manager forgot this session: end every wait and attachment on it."""
+        self._removed = True
+        self._wake_readers()
+
+    def request_stop(self, *, kill: bool) -> None:
+        """Start the teardown (kill=True marks the session as being killed)."""
+        if kill and self.status == "running":
+            self.status = "killing"
+        self._stop.set()
+
+    async def kill(self) -> None:
+        """Kill the session and wait until nothing of it remains (bounded by close_timeout)."""
+        self.request_stop(kill=True)
+        await self._finished.wait()
+
+    async def _read_output(self) -> None:
+        while True:
+            await trio.lowlevel.wait_readable(self._master)
+            for _ in range(_READS_PER_WAKEUP):
+                try:
+                    data = os.read(self._master, _READ_SIZE)
+                except BlockingIOError:
+                    break
+                except OSError as exc:
+                    if exc.errno != errno.EIO:
+                        raise
+                    data = b""  # EIO: every slave end is closed
+                if not data:
+                    self._eof.set()
+                    return
+                self._on_output(data)
+
+    def _on_output(self, data: bytes) -> None:
+        self.output.append(data)
+        self._last_output_at = trio.current_time()
+        if not self._drivers:
+            reply = self._responder.feed(data, self.rows, self.cols)
+            if reply:
+                self._write_nowait(reply)
+        self._wake_readers()
+
+    def _wake_readers(self) -> None:
+        if self._output_lot:
+            self._output_lot.unpark_all()
+
+    async def _watch_exit(self, notifiers: trio.Nursery, on_exit: ExitCallback | None) -> None:
+        assert self._process is not None
+        returncode = await self._process.wait()
+        # Output is complete only when the reader has seen EIO: everything the child wrote
+        # before exiting is then in the buffer. A grandchild may hold the slave open; the
+        # drain window bounds that wait.
+        with trio.move_on_after(self._limits.exit_drain_timeout):
+            await self._eof.wait()
+        self._record_exit(returncode)
+        if self.status == "running":
+            self.status = "exited"
+        self._stop.set()
+        if self.status == "exited" and on_exit is not None:
+            notifiers.start_soon(self._notify, on_exit)
+
+    async def _expire(self, seconds: float) -> None:
+        await trio.sleep(seconds)
+        if self.status == "running":
+            self.timed_out = True
+            self.request_stop(kill=True)
+
+    async def _notify(self, on_exit: ExitCallback) -> None:
+        """Deliver the ExitEvent once, bounded; a failing callback never hurts the session."""
+        if self._notified or not self.notify_on_exit:
+            return
+        self._notified = True
+        event = self.exit_event()
+        with trio.move_on_after(self._limits.notification_timeout) as scope:
+            try:
+                await on_exit(event)
+            except Exception:
+                log.exception("exit callback failed for session %s", self.id)
+        if scope.cancelled_caught:
+            log.warning(
+                "exit callback for session %s did not return within %g s; cut off",
+                self.id,
+                self._limits.notification_timeout,
+            )
+
+    def exit_event(self) -> ExitEvent:
+        return ExitEvent(
+            id=self.id,
+            owner=self.owner,
+            description=self.description[:100],
+            exit_code=self.exit_code,
+            exit_signal=self.exit_signal,
+            timeout_seconds=self.timeout,
+            timed_out=self.timed_out,
+            output_lines=self.output.total_lines,
+            last_line=self.output.last_nonblank_line()[:200],
+        )
+
+    def _record_exit(self, returncode: int) -> None:
+        if self._exit_recorded.is_set():
+            return
+        if returncode < 0:
+            self.exit_signal = -returncode
+        else:
+            self.exit_code = returncode
+        self._exit_recorded.set()
+
+    # ----------------------------------------------------------------- teardown
+
+    async def _teardown(self) -> None:
+        """SIGTERM -> grace -> SIGKILL -> reaped, shielded and bounded; runs once."""
+        if self._torn_down or self._process is None:
+            return
+        self._torn_down = True
+        if self.status == "running":
+            self.status = "killing"
+        process = self._process
+        with trio.CancelScope(shield=True):
+            deadline = trio.current_time() + self._limits.close_timeout
+            report = await reap.terminate(
+                self._find_processes,
+                self._table,
+                grace=self._limits.terminate_grace,
+                deadline=deadline,
+                leader=process,
+                groups=self._signalable_groups,
+            )
+        returncode = process.returncode
+        if returncode is not None:
+            self._record_exit(returncode)
+        if report.survivors:
+            self.error = (
+                f"processes still alive after close_timeout "
+                f"({self._limits.close_timeout:g} s): {report.survivors}"
+            )
+            log.error("session %s: %s", self.id, self.error)
+        if self.status == "killing":
+            self.status = "killed"
+
+    def _find_processes(self, snapshot: reap.Snapshot) -> dict[int, reap.ProcEntry]:
+        return snapshot.members(
+            leader=self.pid,
+            groups=self._signalable_groups(),
+            manager_id=self._manager_id,
+            session_id=self.id,
+        )
+
+    def _signalable_groups(self) -> list[int]:
+        groups = []
+        process = self._process
+        if process is not None and process.returncode is None:
+            # Unreaped, so its pid (= its group id since setsid) cannot have been recycled.
+            groups.append(self.pid)
+        if self._master >= 0:
+            foreground = spawn.foreground_group(self._master)
+            if foreground is not None:
+                groups.append(foreground)
+        return groups
+
+    def _close_master(self) -> None:
+        if self._master >= 0:
+            master, self._master = self._master, -1
+            trio.lowlevel.notify_closing(master)
+            os.close(master)
+
+    # ----------------------------------------------------------------- waiting
+
+    @property
+    def output_complete(self) -> bool:
+        """No more output can come: the exit is recorded (after the drain), the session is
+        torn down, or it was removed."""
+        return self._exit_recorded.is_set() or self._finished.is_set() or self._removed
+
+    async def wait(
+        self,
+        spec: Wait,
+        *,
+        pattern: CompiledPattern | None,
+        start_line: int,
+        has_output: Callable[[], bool],
+        first_line_prefix: str | None = None,
+    ) -> WaitReason:
+        """Block until `pattern` matches a line at or after `start_line`, the output has been
+        quiet for idle_ms (once `has_output()`), the output is complete, or the timeout.
+
+        Waiters park on the session's lot and wake on new output: no polling. With
+        `first_line_prefix`, the first line only matches in the text after that prefix
+        (what it held before a write), so send-and-wait never matches a stale prompt.
+        """
+        limits = self._limits
+        timeout_ms = spec.timeout_ms if spec.timeout_ms is not None else limits.default_wait_ms
+        idle = spec.idle_ms / 1000 if spec.idle_ms is not None else None
+        line = start_line
+        with trio.move_on_after(timeout_ms / 1000):
+            while True:
+                if pattern is not None:
+                    if first_line_prefix is not None:
+                        if self._matches_after_prefix(pattern, start_line, first_line_prefix):
+                            return "matched"
+                        line = max(line, start_line + 1)
+                    found, line = self.output.search_from(pattern, line)
+                    if found is not None:
+                        return "matched"
+                if self.output_complete:
+                    return "exited"
+                wake_at = math.inf
+                if idle is not None and has_output():
+                    wake_at = self._last_output_at + idle
+                    if trio.current_time() >= wake_at:
+                        return "idle"
+                with trio.move_on_at(wake_at):
+                    await self._output_lot.park()
+        return "timeout"
+
+    def _matches_after_prefix(self, pattern: CompiledPattern, line: int, prefix: str) -> bool:
+        lines = self.output.read(line, 1).lines
+        if not lines or lines[0].number != line:
+            return False
+        text = lines[0].text
+        rest = text[len(prefix) :] if text.startswith(prefix) else text
+        return pattern.search(rest) is not None
+
+    def attach(self, offset: int | None, *, driver: bool) -> Attachment:
+        return Attachment(self, offset, driver=driver)
+
+    # ----------------------------------------------------------------- input
+
+    def _check_running(self) -> None:
+        if self.status != "running" or self._master < 0:
+            raise NotRunning(
+                self.id,
+                status=self.status,
+                exit_code=self.exit_code,
+                exit_signal=self.exit_signal,
+            )
+
+    async def write(self, data: bytes) -> tuple[int, int]:
+        """Write all of `data` in arrival order, or raise WriteTimeout after io_timeout.
+
+        Returns (output offset when the write began, bytes written): the output that follows
+        the write starts at that offset.
+        """
+        async with self._write_lock:
+            self._check_running()
+            start = self.output.end_offset
+            written = 0
+            with trio.move_on_after(self._limits.io_timeout) as timer:
+                while written < len(data) and self._master >= 0:
+                    try:
+                        written += os.write(self._master, data[written : written + _WRITE_CHUNK])
+                    except BlockingIOError:
+                        try:
+                            await trio.lowlevel.wait_writable(self._master)
+                        except trio.ClosedResourceError:
+                            break
+                    except OSError as exc:
+                        if exc.errno != errno.EIO:
+                            raise
+                        break  # the slave side is gone: the session is ending
+            if written == len(data):
+                return start, written
+            if not timer.cancelled_caught:
+                # The session ended under us; report how, once the exit is recorded.
+                with trio.move_on_after(self._limits.exit_drain_timeout):
+                    await self._exit_recorded.wait()
+                self._check_running()
+            raise WriteTimeout(
+                self.id,
+                bytes_written=written,
+                total_bytes=len(data),
+                timeout=self._limits.io_timeout,
+            )
+
+    def _write_nowait(self, data: bytes) -> None:
+        """Best-effort reply to a terminal query (a real terminal answers at any moment,
+        even in the middle of a paste); dropped only if the input queue is full."""
+        if self._master >= 0:
+            try:
+                os.write(self._master, data)
+            except OSError:
+                log.debug("session %s: query reply dropped", self.id)
+
+    def resize(self, rows: int, cols: int) -> None:
+        self._check_running()
+        spawn.set_window_size(self._master, rows, cols)
+        self.rows, self.cols = rows, cols
+
+    def signal_foreground(self, sig: signal.Signals) -> None:
+        """Deliver a signal to the tty's foreground group (used for tests and Ctrl-C)."""
+        self._check_running()
+        foreground = spawn.foreground_group(self._master)
+        if foreground is not None:
+            reap.signal_group(foreground, sig)
+
+
+class Attachment:
+    """A cursor over one session's raw output: the retained snapshot (or exactly the bytes
+    after `offset`), then live output, in order, none twice, none missing.
+
+    It pulls from the ring, so a slow consumer never blocks the reader, never makes memory
+    grow and never stalls another consumer; one that falls more than the ring behind gets a
+    chunk flagged `gap` and resumes at the oldest retained line. A `driver` is a client that
+    answers terminal queries itself, so the session stops answering them while it is there.
+    """
+
+    def __init__(self, session: Session, offset: int | None, *, driver: bool) -> None:
+        self._session = session
+        self._driver = driver
+        self._closed = False
+        self._gap = False
+        output = session.output
+        if offset is None or offset < output.start_offset or offset > output.end_offset:
+            self._gap = offset is not None
+            self._cursor = self._safe_start()
+        else:
+            self._cursor = offset
+        if driver:
+            session._drivers += 1
+
+    @property
+    def cursor(self) -> int:
+        """The offset of the next byte this attachment will deliver."""
+        return self._cursor
+
+    def _safe_start(self) -> int:
+        """The oldest retained byte, moved to a line start once output has rotated, so a
+        replay never begins inside an escape sequence or a UTF-8 character."""
+        output = self._session.output
+        start = output.start_offset
+        if start == 0:
+            return 0
+        head, _, _ = output.bytes_since(start, _SAFE_START_SCAN)
+        newline = head.find(b"\n")
+        return start + newline + 1 if newline >= 0 else start
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            if self._driver:
+                self._session._drivers -= 1
+            self._session._wake_readers()
+
+    def __aiter__(self) -> Attachment:
+        return self
+
+    async def __anext__(self) -> OutputChunk:
+        session = self._session
+        output = session.output
+        chunk_bytes = session._limits.attach_chunk_bytes
+        while not self._closed and not session._removed:
+            if self._cursor < output.start_offset:
+                self._gap = True
+                self._cursor = self._safe_start()
+            data, next_offset, _ = output.bytes_since(self._cursor, chunk_bytes)
+            if data:
+                chunk = OutputChunk(offset=self._cursor, data=data, gap=self._gap)
+                self._cursor, self._gap = next_offset, False
+                return chunk
+            if session.finished:
+                break
+            await session._output_lot.park()
+        raise StopAsyncIteration
