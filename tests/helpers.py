@@ -46,7 +46,7 @@ async def wait_for_status(
 
 def tagged_processes(manager: Manager, session_id: str | None = None) -> list[int]:
     """Living processes that carry this manager's (and session's) tag, wherever they are."""
-    snapshot = reap.ProcessTable().snapshot(fresh=True)
+    snapshot = reap.ProcessTable().snapshot()
     return [
         entry.pid
         for entry in snapshot.with_tags_of(manager.id)

@@ -40,7 +40,7 @@ OUR_MANAGERS: set[str] = set()
 def descendants(roots: Iterable[int]) -> dict[int, ProcessView]:
     """Every living or zombie descendant of `roots`, plus anything tagged by one of our
     managers wherever it was reparented."""
-    snapshot = reap.ProcessTable().snapshot(fresh=True)
+    snapshot = reap.ProcessTable().snapshot()
     found: dict[int, ProcessView] = {}
     stack = [child for root in roots for child in snapshot.children.get(root, ())]
     while stack:

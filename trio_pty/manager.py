@@ -81,7 +81,7 @@ class Manager:
         self._env_deny = tuple(env_deny)
         self._environ = dict(environ)
         self._authorizer = authorizer
-        self._table = reap.ProcessTable()
+        self._table = reap.ProcessTable(clock=trio.current_time)
         self._sessions: dict[str, Session] = {}
         self._pending: collections.Counter[str] = collections.Counter()
         self._spawn_settled = trio.lowlevel.ParkingLot()
@@ -438,8 +438,7 @@ class Manager:
         """Block until the session has ended (its output complete), then describe the end.
         Unbounded by design (a session may run for hours): cancel it to stop watching."""
         session = self._session(session_id, owner)
-        while not session.output_complete:
-            await session._output_lot.park()
+        await session.wait_complete()
         return session.exit_event()
 
     # ------------------------------------------------------------------ ending sessions
@@ -500,23 +499,26 @@ class Manager:
         lived children cannot fill the pid table before it is torn down."""
         while True:
             await trio.sleep(self.limits.orphan_reap_interval)
-            reap.reap_orphans(self._table.snapshot())
+            self._table.reap_orphans(self._table.snapshot())
 
     async def _sweep(self) -> None:
-        """At shutdown: end every process that still carries this manager's tag (descendants
-        that escaped to another reaper), concurrently with the sessions' own teardowns."""
+        """At shutdown: end every process carrying this manager's tag that was reparented to
+        PID 1 or to us (escaped descendants; with the subreaper off they are found only here),
+        concurrently with the sessions' own teardowns."""
         with trio.CancelScope(shield=True):
 
             def escaped(snapshot: reap.Snapshot) -> dict[int, reap.ProcEntry]:
                 # Leaders belong to trio (it reaps them); their sessions end them.
                 leaders = {s.pid for s in self._running}
-                return {e.pid: e for e in snapshot.with_tags_of(self.id) if e.pid not in leaders}
+                tagged = snapshot.with_tags_of(self.id, orphans_only=True)
+                return {e.pid: e for e in tagged if e.pid not in leaders}
 
+            now = trio.current_time()
             report = await reap.terminate(
                 escaped,
                 self._table,
-                grace=self.limits.terminate_grace,
-                deadline=trio.current_time() + self.limits.close_timeout,
+                kill_at=now + self.limits.terminate_grace,
+                deadline=now + self.limits.close_timeout,
             )
             if report.survivors:
                 log.error("processes survived manager shutdown: %s", report.survivors)
@@ -575,6 +577,10 @@ async def open_manager(
                 yield manager
             finally:
                 manager._closing = True
+                now = trio.current_time()
+                for session in manager._running:
+                    # Every session's grace counts from now, however long unwinding takes.
+                    session.request_stop(kill=True, at=now)
                 nursery.start_soon(manager._sweep)
                 nursery.cancel_scope.cancel()
     finally:

@@ -100,6 +100,7 @@ class Session:
         self._notified = False
         self._torn_down = False
         self._removed = False
+        self._stop_at: float | None = None
 
     # ----------------------------------------------------------------- public state
 
@@ -185,8 +186,11 @@ class Session:
         self._removed = True
         self._wake_readers()
 
-    def request_stop(self, *, kill: bool) -> None:
-        """Start the teardown (kill=True marks the session as being killed)."""
+    def request_stop(self, *, kill: bool, at: float | None = None) -> None:
+        """Start the teardown (kill=True marks the session as being killed). `at` is when
+        it was asked for: the grace and the deadline count from then."""
+        if self._stop_at is None:
+            self._stop_at = trio.current_time() if at is None else at
         if kill and self.status == "running":
             self.status = "killing"
         self._stop.set()
@@ -297,16 +301,23 @@ class Session:
         if self.status == "running":
             self.status = "killing"
         process = self._process
+        asked_at = self._stop_at if self._stop_at is not None else trio.current_time()
         with trio.CancelScope(shield=True):
-            deadline = trio.current_time() + self._limits.close_timeout
-            report = await reap.terminate(
-                self._find_processes,
-                self._table,
-                grace=self._limits.terminate_grace,
-                deadline=deadline,
-                leader=process,
-                groups=self._signalable_groups,
-            )
+            try:
+                report = await reap.terminate(
+                    self._find_processes,
+                    self._table,
+                    kill_at=asked_at + self._limits.terminate_grace,
+                    deadline=asked_at + self._limits.close_timeout,
+                    leader=process,
+                    groups=self._signalable_groups,
+                )
+            except Exception:
+                # A bug in teardown must not leave the session running: kill what we
+                # certainly own (the leader's group while the leader is unreaped).
+                for pgid in self._signalable_groups():
+                    reap.signal_group(pgid, signal.SIGKILL)
+                raise
         returncode = process.returncode
         if returncode is not None:
             self._record_exit(returncode)
@@ -352,6 +363,11 @@ class Session:
         """No more output can come: the exit is recorded (after the drain), the session is
         torn down, or it was removed."""
         return self._exit_recorded.is_set() or self._finished.is_set() or self._removed
+
+    async def wait_complete(self) -> None:
+        """Until no more output can come (see `output_complete`)."""
+        while not self.output_complete:
+            await self._output_lot.park()
 
     async def wait(
         self,

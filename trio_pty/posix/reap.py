@@ -27,6 +27,8 @@ from typing import Final
 import attrs
 import trio
 
+_SCAN_DUTY: Final = 2  # after a scan, wait twice its cost before the next one
+
 TAG_SESSION: Final = "TRIO_PTY_SESSION"
 TAG_MANAGER: Final = "TRIO_PTY_MANAGER"
 
@@ -131,26 +133,27 @@ class Snapshot:
             self._tagged = defaultdict(list)
             for pid in self.children.get(self.own_pid, ()):
                 entry = self.entries[pid]
-                if entry.dead:
-                    continue
-                key = (pid, entry.start_time)
-                if key not in self._tag_cache:
-                    self._tag_cache[key] = read_tags(pid)
-                tags = self._tag_cache[key]
+                tags = None if entry.dead else self._tags(entry)
                 if isinstance(tags, tuple):
                     self._tagged[tags].append(pid)
         return self._tagged.get((manager_id, session_id), [])
 
-    def with_tags_of(self, manager_id: str) -> list[ProcEntry]:
-        """Every living process of our uid carrying this manager's tag, wherever it is now."""
+    def _tags(self, entry: ProcEntry) -> object:
+        key = (entry.pid, entry.start_time)
+        if key not in self._tag_cache:
+            self._tag_cache[key] = read_tags(entry.pid)
+        return self._tag_cache[key]
+
+    def with_tags_of(self, manager_id: str, *, orphans_only: bool = False) -> list[ProcEntry]:
+        """Living processes carrying this manager's tag, wherever they are now. With
+        `orphans_only`, only those reparented to PID 1 or to us (cheap: few processes)."""
         found = []
         for entry in self.entries.values():
             if entry.dead or entry.pid == self.own_pid:
                 continue
-            key = (entry.pid, entry.start_time)
-            if key not in self._tag_cache:
-                self._tag_cache[key] = read_tags(entry.pid)
-            tags = self._tag_cache[key]
+            if orphans_only and entry.ppid not in (1, self.own_pid):
+                continue
+            tags = self._tags(entry)
             if isinstance(tags, tuple) and tags[0] == manager_id:
                 found.append(entry)
         return found
@@ -187,28 +190,80 @@ class Snapshot:
 
 
 class ProcessTable:
-    """Shares /proc scans between all teardowns that look within `max_age` seconds."""
+    """Shares /proc scans, and what they taught, between concurrent teardowns.
 
-    def __init__(self, max_age: float = 0.001) -> None:
-        self._max_age = max_age
-        self._taken = -1.0
+    A scan of ~1000 processes costs ~10-20 ms, so 256 teardowns must not scan 256 times per
+    round. Callers say how recent a snapshot they need (`not_before`, on `clock`); any
+    snapshot taken since then is shared. And scans are throttled by their own cost (at most
+    a third of the time goes to scanning): teardown only needs each round's snapshot to be
+    newer than the last, so a throttled answer delays it a little but never misleads it.
+
+    The table also remembers every process any teardown identified as a session's (but not
+    a leader): if one becomes our zombie, even after its death erased what made it a member
+    (environment, parent), it is ours to reap.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._taken = -math.inf
+        self._ready_again = -math.inf
         self._snapshot: Snapshot | None = None
+        self._reaped: Snapshot | None = None
         self._tag_cache: dict[tuple[int, int], object] = {}
+        self._members: set[tuple[int, int]] = set()
 
-    def snapshot(self, *, fresh: bool = False) -> Snapshot:
-        now = time.monotonic()
-        if fresh or self._snapshot is None or now - self._taken > self._max_age:
-            entries: dict[int, ProcEntry] = {}
-            for name in os.listdir("/proc"):
-                if name.isdigit():
-                    entry = _read_stat(int(name))
-                    if entry is not None:
-                        entries[entry.pid] = entry
-            live = {(e.pid, e.start_time) for e in entries.values()}
-            self._tag_cache = {k: v for k, v in self._tag_cache.items() if k in live}
-            self._snapshot = Snapshot(entries, self._tag_cache)
-            self._taken = now
+    def snapshot(self, *, not_before: float | None = None, throttle: bool = True) -> Snapshot:
+        """A snapshot taken at or after `not_before`, or else (with `throttle`) the newest
+        the throttle allows; without `not_before`, always a new one."""
+        fresh_enough = not_before is not None and (
+            self._taken >= not_before or (throttle and self._clock() < self._ready_again)
+        )
+        if self._snapshot is not None and fresh_enough:
+            return self._snapshot
+        taken = self._clock()
+        entries: dict[int, ProcEntry] = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                entry = _read_stat(int(name))
+                if entry is not None:
+                    entries[entry.pid] = entry
+        live = {(e.pid, e.start_time) for e in entries.values()}
+        self._tag_cache = {k: v for k, v in self._tag_cache.items() if k in live}
+        self._members &= live
+        self._snapshot = Snapshot(entries, self._tag_cache)
+        done = self._clock()
+        self._taken, self._ready_again = taken, done + _SCAN_DUTY * (done - taken)
         return self._snapshot
+
+    def note_members(self, entries: Iterable[ProcEntry]) -> None:
+        """Remember processes identified as a session's (never pass a leader)."""
+        self._members.update((e.pid, e.start_time) for e in entries)
+
+    def is_member(self, entry: ProcEntry) -> bool:
+        return (entry.pid, entry.start_time) in self._members
+
+    def reap_orphans(self, snapshot: Snapshot) -> None:
+        """Reap our dead children that were certainly adopted or known session members;
+        once per snapshot, however many teardowns share it."""
+        if snapshot is self._reaped:
+            return
+        self._reaped = snapshot
+        for pid in snapshot.children.get(snapshot.own_pid, ()):
+            entry = snapshot.entries[pid]
+            if entry.dead and (snapshot.certainly_adopted(entry) or self.is_member(entry)):
+                reap(pid)
+
+    def reap_member(self, pid: int, start_time: int) -> None:
+        """Reap one known member if it is now our zombie (checked by start time first)."""
+        entry = _read_stat(pid)
+        if (
+            entry is not None
+            and entry.start_time == start_time
+            and entry.dead
+            and entry.ppid == os.getpid()
+            and self.is_member(entry)
+        ):
+            reap(pid)
 
 
 def signal_process(entry: ProcEntry, sig: int) -> None:
@@ -246,16 +301,6 @@ def reap(pid: int) -> bool:
     return done == pid
 
 
-def reap_orphans(snapshot: Snapshot, also: Callable[[ProcEntry], bool] | None = None) -> int:
-    """Reap dead children that were certainly adopted (or that `also` vouches for)."""
-    count = 0
-    for pid in snapshot.children.get(snapshot.own_pid, ()):
-        entry = snapshot.entries[pid]
-        if entry.dead and (snapshot.certainly_adopted(entry) or (also is not None and also(entry))):
-            count += reap(pid)
-    return count
-
-
 @attrs.frozen
 class TeardownReport:
     signalled: int
@@ -267,48 +312,58 @@ Finder = Callable[[Snapshot], dict[int, ProcEntry]]
 
 _FIRST_TICK: Final = 0.001
 _LAST_TICK: Final = 0.064
+_FIRST_SCAN_MAX_AGE: Final = 0.05
 
 
-async def _next_tick(interval: float, wake: trio.Event) -> None:
-    """Sleep to the next multiple of `interval` (so concurrent teardowns share one scan),
-    or until `wake` is set."""
-    now = trio.current_time()
-    with trio.move_on_at((now // interval + 1) * interval):
+def _grid(interval: float) -> float:
+    return (trio.current_time() // interval + 1) * interval
+
+
+async def _next_tick(interval: float, wake: trio.Event) -> float:
+    """Sleep to the next multiple of `interval` in trio time, and return that tick: a
+    snapshot taken at or after it is fresh enough. Ticks are shared by every teardown, so
+    those woken together share one scan. When `wake` fires (the leader exited) look again
+    at the next millisecond tick rather than at once, for the same reason."""
+    tick = _grid(interval)
+    with trio.move_on_at(tick):
         await wake.wait()
+        tick = _grid(_FIRST_TICK)
+        await trio.sleep_until(tick)
+    return tick
 
 
 async def terminate(
     find: Finder,
     table: ProcessTable,
     *,
-    grace: float,
+    kill_at: float,
     deadline: float,
     leader: trio.Process | None = None,
     groups: Callable[[], Iterable[int]] = tuple,
 ) -> TeardownReport:
-    """SIGTERM (+SIGCONT) -> up to `grace` -> SIGKILL -> until nothing `find` reports is
+    """SIGTERM (+SIGCONT) -> until `kill_at` -> SIGKILL -> until nothing `find` reports is
     alive and the leader and adopted zombies are reaped, or `deadline` passes.
+
+    The times are absolute so that teardowns asked for at the same moment (a manager
+    shutting down) send SIGKILL at the same moment, however long it took to start them all.
 
     `groups` names process groups that are safe to signal right now (groups catch members
     forked after the last scan); `leader` is the trio Process we hold, reaped by trio.
     """
-    adopted: set[tuple[int, int]] = set()
+    seen: set[tuple[int, int]] = set()
     signalled: dict[tuple[int, int], int] = {}
     leader_gone = trio.Event()
     killed = 0
 
-    def was_adopted(entry: ProcEntry) -> bool:
-        return (entry.pid, entry.start_time) in adopted
-
-    def alive_members() -> dict[int, ProcEntry]:
-        snapshot = table.snapshot()
+    def alive_members(not_before: float) -> dict[int, ProcEntry]:
+        # Once SIGKILL is out, every millisecond counts: no throttle (deaths are quick).
+        snapshot = table.snapshot(not_before=not_before, throttle=current == signal.SIGTERM)
         members = find(snapshot)
-        # Any member but the leader can only become our child by adoption, even after its
-        # death erased the marks (environment, parent) that made it a member.
-        for entry in members.values():
-            if leader is None or entry.pid != leader.pid:
-                adopted.add((entry.pid, entry.start_time))
-        reap_orphans(snapshot, also=was_adopted)
+        # Any member but the leader can only become our child by adoption.
+        others = [e for e in members.values() if leader is None or e.pid != leader.pid]
+        table.note_members(others)
+        seen.update((e.pid, e.start_time) for e in others)
+        table.reap_orphans(snapshot)
         return {pid: e for pid, e in members.items() if not e.dead}
 
     def leader_running() -> bool:
@@ -332,24 +387,26 @@ async def terminate(
         leader_gone.set()
 
     survivors: dict[int, ProcEntry] = {}
+    current = signal.SIGTERM
     with trio.move_on_at(deadline):
         async with trio.open_nursery() as nursery:
             if leader is not None:
                 nursery.start_soon(watch_leader, leader)
-            survivors = alive_members()
-            current = signal.SIGTERM
-            kill_at = trio.current_time() + grace
+            # Any scan from the last moments will do to start: later rounds catch the rest.
+            survivors = alive_members(trio.current_time() - _FIRST_SCAN_MAX_AGE)
             interval = _FIRST_TICK
             while survivors or leader_running():
                 if current == signal.SIGTERM and trio.current_time() >= kill_at:
                     current, interval, killed = signal.SIGKILL, _FIRST_TICK, len(survivors)
                 send(survivors, current)
                 wake = trio.Event() if leader_gone.is_set() else leader_gone
+                fresh_since = trio.current_time()  # if the grace ends first: a newer scan
                 with trio.move_on_at(kill_at if current == signal.SIGTERM else math.inf):
-                    await _next_tick(interval, wake)
+                    fresh_since = await _next_tick(interval, wake)
                 interval = min(interval * 2, _LAST_TICK)
-                survivors = alive_members()
+                survivors = alive_members(fresh_since)
             nursery.cancel_scope.cancel()
-    # A last pass for zombies reparented to us while we waited.
-    reap_orphans(table.snapshot(fresh=True), also=was_adopted)
+    # A last pass for members that became our zombies since the last scan.
+    for pid, start_time in seen:
+        table.reap_member(pid, start_time)
     return TeardownReport(signalled=len(signalled), killed=killed, survivors=sorted(survivors))
