@@ -210,3 +210,47 @@ def test_long_scans_find_every_match() -> None:
         hits.append(hit.number)
     assert hits == expected
     assert resume == 30_000
+
+
+@given(
+    lines=st.lists(
+        st.sampled_from(["MATCH here", "nothing", "", "xx MATCH", "a" * 300]), max_size=200
+    ),
+    slice_bytes=st.integers(min_value=1, max_value=4000),
+    limit=st.integers(min_value=1, max_value=50),
+)
+def test_sliced_scans_find_exactly_what_one_scan_finds(
+    lines: list[str], slice_bytes: int, limit: int
+) -> None:
+    """A scan cut into byte slices (as the session does, yielding in between) pages through
+    the same matching lines as an unbounded scan: none skipped, none repeated."""
+    out = buffer(capacity=1_000_000, max_line_length=1000)
+    out.append("".join(line + "\r\n" for line in lines).encode())
+    compiled = pattern("MATCH")
+    expected = [line.number for line in out.read(0, 10_000, compiled).lines]
+    seen: list[int] = []
+    offset = 0
+    for _ in range(10_000):
+        page = out.read(offset, limit, compiled, max_scan_bytes=slice_bytes)
+        assert len(page.lines) <= limit
+        seen += [line.number for line in page.lines]
+        if not page.has_more:
+            break
+        assert page.next_offset > offset or page.lines
+        offset = page.next_offset
+    assert seen == expected
+    hits: list[int] = []
+    resume = 0
+    while resume < out.complete_lines:
+        hit, resume = out.search_from(compiled, resume, max_scan_bytes=slice_bytes)
+        if hit is not None:
+            hits.append(hit.number)
+    assert hits == expected
+
+
+def test_a_slice_bounds_the_work_of_one_call() -> None:
+    out = buffer(capacity=2_000_000, max_line_length=1000)
+    out.append(("nothing to see\r\n" * 60_000).encode())
+    page = out.read(0, 10, pattern("MATCH"), max_scan_bytes=64 * 1024)
+    assert page.lines == [] and page.has_more
+    assert 0 < page.next_offset < out.complete_lines

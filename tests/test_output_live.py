@@ -226,3 +226,45 @@ async def test_ctrl_c_through_escapes_interrupts_the_foreground_job() -> None:
             assert "interrupted" in text
             await wait_for_status(manager, info.id, "exited")
             assert manager.get(info.id).exit_signal != signal.SIGINT
+
+
+async def test_a_slow_pattern_never_stalls_other_tasks() -> None:
+    """RE2 is linear but a DFA-hostile pattern runs at ~150 ms/MB: the search goes in
+    slices with checkpoints in between and stops after max_search_ms with has_more."""
+    program = (
+        "import random\n"
+        "random.seed(7)\n"
+        "for _ in range(13000):\n"
+        "    print(''.join(random.choice('ab') for _ in range(79)))\n"
+    )
+    limits = Limits(terminate_grace=0.3, max_search_ms=100, search_slice_bytes=65536)
+    with trio.fail_after(30):
+        async with trio_pty.open_manager(limits) as manager:
+            info = await manager.spawn("python3", ["-c", program], description="a/b")
+            await wait_for_status(manager, info.id, "exited", timeout=20)
+            largest_gap = 0.0
+            done = False
+
+            async def ticker() -> None:
+                nonlocal largest_gap
+                last = trio.current_time()
+                while not done:
+                    await trio.sleep(0.002)
+                    now = trio.current_time()
+                    largest_gap, last = max(largest_gap, now - last), now
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ticker)
+                offset, calls = 0, 0
+                while True:
+                    start = trio.current_time()
+                    page = await manager.read(info.id, offset=offset, pattern="a[ab]{20}c")
+                    assert trio.current_time() - start < 0.6
+                    assert page.lines == []
+                    calls += 1
+                    if not page.has_more:
+                        break
+                    offset = page.next_offset
+                done = True
+            assert largest_gap < 0.15, largest_gap
+            assert offset <= page.total_lines

@@ -48,6 +48,8 @@ class Limits:
     max_line_length: int = attrs.field(default=2000, validator=_positive)
     max_escape_length: int = attrs.field(default=4096, validator=_positive)
     max_pattern_length: int = attrs.field(default=500, validator=_positive)
+    search_slice_bytes: int = attrs.field(default=65_536, validator=_positive)
+    max_search_ms: int = attrs.field(default=200, validator=_positive)
     default_wait_ms: int = attrs.field(default=10_000, validator=_positive)
     max_wait_ms: int = attrs.field(default=30_000, validator=_positive)
     max_raw_read_bytes: int = attrs.field(default=262_144, validator=_positive)

@@ -376,15 +376,19 @@ class Manager:
                 pattern, ignore_case=ignore_case, max_length=self.limits.max_pattern_length
             )
         wait_pattern = self._check_wait(wait)
-        if wait is None:
-            return session.output.read(offset, limit, compiled)
-        reason = await session.wait(
-            wait,
-            pattern=wait_pattern,
-            start_line=offset,
-            has_output=lambda: session.output.total_lines > offset,
-        )
-        return attrs.evolve(session.output.read(offset, limit, compiled), reason=reason)
+        reason = None
+        if wait is not None:
+            reason = await session.wait(
+                wait,
+                pattern=wait_pattern,
+                start_line=offset,
+                has_output=lambda: session.output.total_lines > offset,
+            )
+        if compiled is None:
+            page = session.output.read(offset, limit)
+        else:
+            page = await session.search(offset, limit, compiled)
+        return page if reason is None else attrs.evolve(page, reason=reason)
 
     async def read_raw(
         self,

@@ -19,11 +19,12 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
+import attrs
 import trio
 
 from .errors import NotRunning, WriteTimeout
 from .limits import Limits
-from .model import ExitEvent, OutputChunk, SessionInfo, Status, Wait, WaitReason
+from .model import ExitEvent, OutputChunk, ReadPage, SessionInfo, Status, Wait, WaitReason
 from .output.buffer import OutputBuffer
 from .output.search import CompiledPattern
 from .output.stubber import QueryResponder
@@ -396,9 +397,14 @@ class Session:
                         if self._matches_after_prefix(pattern, start_line, first_line_prefix):
                             return "matched"
                         line = max(line, start_line + 1)
-                    found, line = self.output.search_from(pattern, line)
+                    found, line = self.output.search_from(
+                        pattern, line, max_scan_bytes=limits.search_slice_bytes
+                    )
                     if found is not None:
                         return "matched"
+                    if line < self.output.complete_lines:
+                        await trio.lowlevel.checkpoint()  # a slice done: let others run
+                        continue
                 if self.output_complete:
                     return "exited"
                 wake_at = math.inf
@@ -409,6 +415,27 @@ class Session:
                 with trio.move_on_at(wake_at):
                     await self._output_lot.park()
         return "timeout"
+
+    async def search(self, offset: int, limit: int, pattern: CompiledPattern) -> ReadPage:
+        """Up to `limit` lines matching `pattern` at or after line `offset`.
+
+        The scan goes in slices of search_slice_bytes with a checkpoint between them, so a
+        slow (DFA-hostile) pattern never holds up the reader or other clients, and stops
+        after max_search_ms with what it found (`has_more`, `next_offset` say where to go on).
+        """
+        limits = self._limits
+        slice_bytes = limits.search_slice_bytes
+        deadline = trio.current_time() + limits.max_search_ms / 1000
+        page = self.output.read(offset, limit, pattern, max_scan_bytes=slice_bytes)
+        lines, missed = list(page.lines), page.missed_lines
+        while page.has_more and len(lines) < limit and trio.current_time() < deadline:
+            await trio.lowlevel.checkpoint()
+            page = self.output.read(
+                page.next_offset, limit - len(lines), pattern, max_scan_bytes=slice_bytes
+            )
+            lines += page.lines
+            missed += page.missed_lines
+        return attrs.evolve(page, lines=lines, missed_lines=missed)
 
     def _matches_after_prefix(self, pattern: CompiledPattern, line: int, prefix: str) -> bool:
         lines = self.output.read(line, 1).lines

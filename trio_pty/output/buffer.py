@@ -87,8 +87,18 @@ class OutputBuffer:
         """Clean text of the last line that is not blank, or ""."""
         return self._log.last_nonblank_line()
 
+    @property
+    def complete_lines(self) -> int:
+        """Lines ended by a newline (the unfinished last line is not one of them)."""
+        return self._log.complete_lines
+
     def read(
-        self, offset: int, limit: int, pattern: CompiledPattern | None = None
+        self,
+        offset: int,
+        limit: int,
+        pattern: CompiledPattern | None = None,
+        *,
+        max_scan_bytes: int | None = None,
     ) -> model.ReadPage:
         """A page of up to `limit` lines from absolute line `offset` (or of matching lines).
 
@@ -114,9 +124,12 @@ class OutputBuffer:
             has_more = stop < total
             next_offset = min(stop, complete) if stop > start else start
         else:
-            found, resume = log.scan(pattern, start, limit) if limit else ([], start)
+            found, resume = (
+                log.scan(pattern, start, limit, max_scan_bytes) if limit else ([], start)
+            )
             lines = [model.Line(number, log.cut(text)) for number, text in found]
-            has_more = bool(limit) and len(found) == limit and resume < total
+            stopped_early = len(found) < limit and resume < complete
+            has_more = bool(limit) and (len(found) == limit or stopped_early) and resume < total
             next_offset = min(resume, complete) if resume > start else start
         return model.ReadPage(
             lines=lines,
@@ -128,15 +141,17 @@ class OutputBuffer:
         )
 
     def search_from(
-        self, pattern: CompiledPattern, start_line: int
+        self, pattern: CompiledPattern, start_line: int, *, max_scan_bytes: int | None = None
     ) -> tuple[model.Line | None, int]:
         """The first line at or after `start_line` that matches, and where to resume.
 
         Complete lines are checked once; the unfinished last line is checked every time (it
         may grow into a match), so resuming never rescans and never misses a match that
         spans two appends. A match on the unfinished line is reported once (resume passes it).
+        With `max_scan_bytes`, no match and a resume line below `complete_lines` mean the
+        scan stopped early: call again from there.
         """
-        found, resume = self._log.scan(pattern, start_line, 1)
+        found, resume = self._log.scan(pattern, start_line, 1, max_scan_bytes)
         if not found:
             return None, resume
         number, text = found[0]

@@ -425,19 +425,27 @@ class LineLog:
         return out
 
     def scan(
-        self, pattern: CompiledPattern, first: int, want: int
+        self, pattern: CompiledPattern, first: int, want: int, max_bytes: int | None = None
     ) -> tuple[list[tuple[int, str]], int]:
         """Up to `want` matching lines at or after `first`, and the line to resume from.
 
         The resume line follows the last match, or is the unfinished last line when the
-        scan reached it without a match there: it may still grow into a match.
+        scan reached it without a match there: it may still grow into a match. With
+        `max_bytes` the scan stops once it has searched about that much clean text; it
+        then found fewer than `want` lines and resumes before `complete_lines`. (RE2 is
+        linear, but a DFA-hostile pattern runs at ~150 ms/MB: callers slice long scans.)
         """
         self._purge()
         line = max(first, self.first_line)
         complete = self._newlines
         found: list[tuple[int, str]] = []
         budget = _FIRST_SCAN_BYTES
+        if max_bytes is not None:
+            budget = min(budget, max_bytes)
+        scanned = 0
         while line < complete and len(found) < want:
+            if max_bytes is not None and scanned >= max_bytes:
+                break
             # Search several groups per RE2 call, more each round: an early match stays
             # cheap, and a long scan pays RE2's per-call setup (and, for patterns whose DFA
             # blows up, its fallback) a few times instead of once per group.
@@ -454,7 +462,10 @@ class LineLog:
             region = b"".join(pieces)
             for piece in pieces:
                 piece.release()
+            scanned += size
             budget = min(2 * budget, _MAX_SCAN_BYTES)
+            if max_bytes is not None:
+                budget = min(budget, max_bytes)
             pos = counted_pos = 0
             counted_line = line
             while len(found) < want:

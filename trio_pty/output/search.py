@@ -23,6 +23,8 @@ import re2
 
 from .. import errors
 
+_MAX_MEM = 2 << 20
+
 # Constructs whose meaning in a blob of lines differs from their meaning on one line.
 _UNSAFE_IN_BATCH = re.compile(r"\\[ACz]|\(\?[A-Za-z]*-[A-Za-z]*m")
 
@@ -46,6 +48,11 @@ def _options(*, ignore_case: bool, never_nl: bool) -> Any:
     options.log_errors = False  # RE2 would print every rejected pattern to stderr
     options.case_sensitive = not ignore_case
     options.never_nl = never_nl
+    # A small DFA budget: ordinary patterns need few states, while a DFA-hostile one
+    # (`a[ab]{20}c` over a/b text) spends its whole budget building states on every call
+    # before RE2 falls back to the NFA. Measured per 64 KiB slice: ~17 ms at 2 MiB, ~45 ms
+    # at the default 8 MiB; ordinary patterns run the same.
+    options.max_mem = _MAX_MEM
     return options
 
 
