@@ -1,0 +1,267 @@
+"""Scenario 4: reading a full 1 MB buffer: a 500-line page, and pattern searches (RE2), with
+Python's `re` over the same lines for contrast, pathological pattern included."""
+
+from __future__ import annotations
+
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from typing import Any
+
+from trio_pty import Limits
+from trio_pty.output.buffer import OutputBuffer
+from trio_pty.output.search import compile_pattern
+
+from . import stats
+from .harness import Context, Result
+
+NAME = "reading"
+TITLE = "Reading and search"
+CHUNK = 4096  # what the reader typically gets from the PTY per read
+
+# (name, buffer, pattern, ignore_case)
+SEARCHES: list[tuple[str, str, str, bool]] = [
+    ("literal, no match", "log", "NO SUCH TEXT 4242", False),
+    ("regex, rare", "log", r"status=5\d\d .*took=\d{4,}ms", False),
+    ("ignore case", "log", "connection REFUSED", True),
+    ("(a+)+$ on log lines", "log", r"(a+)+$", False),
+    ("(a+)+$ on lines of a's", "aaa", r"(a+)+$", False),
+    # DFA-hostile: RE2's DFA explodes on random a/b text and it falls back to its NFA.
+    ("a[ab]{20}c on random a/b lines", "ab", r"a[ab]{20}c", False),
+]
+
+METHOD = """\
+Buffers are filled directly through `trio_pty.output.buffer.OutputBuffer` (the session's
+buffer, default limits: 1 MB ring) with 1.25 MB in 4 KiB chunks, so the ring is full and has
+rotated: *log* is realistic terminal output (timestamped log lines, coloured test results,
+`\\r` progress bars, UTF-8); *aaa* is 1 MB of lines of 998 `a`s and a `!`; *ab* is 1 MB of
+random `a`/`b` lines, on which `a[ab]{20}c` makes RE2's DFA blow up (RE2 stays linear but
+falls back to its slower NFA; the session then searches in 64 KiB slices with checkpoints in
+between and stops after `max_search_ms`, so the event loop is never held that long: see
+docs/output.md). **Cold** means the
+first read of a freshly filled buffer (it pays for decoding, escape stripping and `\\r`
+handling of everything it touches); **warm** repeats it (the clean text is cached). A search
+is `OutputBuffer.read(first_line, 2000, pattern)` including the pattern's compilation, as
+`manager.read(pattern=...)` does; the patterns match nothing or little, so each scans the
+whole buffer. Python's `re` runs the same pattern over the same clean lines (already decoded,
+so it gets the warm case for free), line by line; the pathological pattern runs in a
+subprocess killed after a timeout, reported as "> timeout".
+"""
+
+
+def _params(ctx: Context) -> dict[str, Any]:
+    return {
+        "rounds": ctx.pick(quick=5, full=25),
+        "fill_bytes": 1_250_000,
+        "re_timeout_s": ctx.pick(quick=2.0, full=10.0),
+    }
+
+
+def log_text(size: int, seed: int = 4) -> bytes:
+    """Realistic terminal output, about `size` bytes."""
+    rng = random.Random(seed)
+    parts: list[bytes] = []
+    total = 0
+    number = 0
+    while total < size:
+        number += 1
+        roll = rng.random()
+        stamp = (
+            f"2025-03-{number % 28 + 1:02}T{number % 24:02}:{number % 60:02}:{rng.randrange(60):02}"
+        )
+        if roll < 0.70:
+            status = rng.choice([200, 200, 200, 201, 204, 304, 404, 500])
+            line = (
+                f"{stamp}.{rng.randrange(1000):03}Z INFO  worker-{rng.randrange(8)} GET "
+                f"/api/v1/items/{rng.randrange(10**6)} status={status} took={rng.randrange(900)}ms"
+            )
+        elif roll < 0.85:
+            mark = "\x1b[32m✓\x1b[0m" if rng.random() < 0.9 else "\x1b[31m✗\x1b[0m"
+            line = (
+                f"{mark} tests/test_módulo_{number % 97}.py::case_{number} ({rng.randrange(99)} ms)"
+            )
+        elif roll < 0.95:
+            line = "".join(f"downloading {p}%\r" for p in range(0, 100, 20)) + "done"
+        else:
+            line = f"\x1b[33mWARNING\x1b[0m retrying connection to 10.0.{number % 256}.7\x1b[K"
+        data = (line + "\r\n").encode()
+        parts.append(data)
+        total += len(data)
+    return b"".join(parts)
+
+
+def aaa_text(size: int) -> bytes:
+    line = b"a" * 998 + b"!\r\n"
+    return line * (size // len(line) + 1)
+
+
+def ab_text(size: int, seed: int = 7) -> bytes:
+    """Random a/b lines: the text that makes `a[ab]{20}c` blow up RE2's DFA."""
+    rng = random.Random(seed)
+    lines = [
+        "".join(rng.choice("ab") for _ in range(79)).encode() + b"\r\n"
+        for _ in range(size // 81 + 1)
+    ]
+    return b"".join(lines)
+
+
+def filled(content: bytes) -> OutputBuffer:
+    limits = Limits()
+    buffer = OutputBuffer(
+        limits.buffer_size,
+        max_line_length=limits.max_line_length,
+        max_escape_length=limits.max_escape_length,
+    )
+    for start in range(0, len(content), CHUNK):
+        buffer.append(content[start : start + CHUNK])
+    return buffer
+
+
+def _timed(function: Any) -> tuple[float, Any]:
+    started = time.perf_counter()
+    value = function()
+    return time.perf_counter() - started, value
+
+
+def clean_lines(buffer: OutputBuffer) -> list[str]:
+    lines: list[str] = []
+    offset = buffer.first_line
+    while True:
+        page = buffer.read(offset, 2000)
+        lines.extend(line.text for line in page.lines)
+        if not page.has_more:
+            return lines
+        offset = page.next_offset
+
+
+def python_re_in_subprocess(pattern: str, lines: list[str], timeout: float) -> float | None:
+    """Seconds Python's re takes over `lines`, or None when it did not finish in time."""
+    program = textwrap.dedent(
+        """
+        import re, sys, time
+        lines = open(sys.argv[1], encoding="utf-8").read().split("\\n")
+        rx = re.compile(sys.argv[2])
+        started = time.perf_counter()
+        found = [i for i, line in enumerate(lines) if rx.search(line)]
+        print(time.perf_counter() - started)
+        """
+    )
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt") as handle:
+        handle.write("\n".join(lines))
+        handle.flush()
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", program, handle.name, pattern],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=True,
+            )
+        except subprocess.TimeoutExpired:  # subprocess.run has killed and reaped it
+            return None
+    return float(done.stdout.strip())
+
+
+def run(ctx: Context) -> Result:
+    result = Result(NAME, TITLE, params=_params(ctx))
+    params = result.params
+    contents = {
+        "log": log_text(params["fill_bytes"]),
+        "aaa": aaa_text(params["fill_bytes"]),
+        "ab": ab_text(params["fill_bytes"]),
+    }
+    samples: dict[str, dict[str, list[float]]] = {}
+
+    def record(group: str, variant: str, seconds: float) -> None:
+        samples.setdefault(group, {}).setdefault(variant, []).append(seconds)
+
+    for number in range(params["rounds"]):
+        ctx.progress(f"round {number + 1}/{params['rounds']}")
+        for where in ("first", "last"):
+            buffer = filled(contents["log"])
+            start = buffer.first_line if where == "first" else buffer.total_lines - 500
+            for variant in ("cold", "warm"):
+                seconds, page = _timed(lambda b=buffer, s=start: b.read(s, 500))
+                assert len(page.lines) == 500
+                record(f"500-line page, {where} 500 lines", variant, seconds)
+        for name, which, pattern, ignore_case in SEARCHES:
+            buffer = filled(contents[which])
+
+            def search(b: OutputBuffer = buffer, p: str = pattern, i: bool = ignore_case) -> Any:
+                compiled = compile_pattern(p, ignore_case=i, max_length=500)
+                return b.read(b.first_line, 2000, compiled)
+
+            for variant in ("RE2 cold", "RE2 warm"):
+                seconds, _ = _timed(search)
+                record(f"search: {name}", variant, seconds)
+            if which == "log":
+                lines = clean_lines(buffer)
+                flags = re.IGNORECASE if ignore_case else 0
+                rx = re.compile(pattern, flags)
+                seconds, _ = _timed(lambda rx=rx, lines=lines: [x for x in lines if rx.search(x)])
+                record(f"search: {name}", "Python re", seconds)
+    # Python's re on the pathological case, once, bounded.
+    ctx.progress("Python re on the pathological pattern (bounded)")
+    buffer = filled(contents["aaa"])
+    timeout = params["re_timeout_s"]
+    re_seconds = python_re_in_subprocess(r"(a+)+$", clean_lines(buffer), timeout)
+    pathological = "search: (a+)+$ on lines of a's"
+    result.data["python_re_pathological_s"] = re_seconds
+    result.data["python_re_timeout_s"] = timeout
+    if re_seconds is not None:
+        record(pathological, "Python re", re_seconds)
+    else:
+        result.notes.append(
+            f"Python `re` with `(a+)+$` over the lines of a's did not finish within "
+            f"{timeout:g} s (killed): > {timeout:g} s, against RE2's milliseconds."
+        )
+    for group, by_variant in samples.items():
+        baseline = "Python re" if "Python re" in by_variant else None
+        in_ms = {name: [v * 1000 for v in values] for name, values in by_variant.items()}
+        result.table(group, "ms", in_ms, baseline=baseline)
+        if group == pathological and re_seconds is None:
+            result.rows.append(
+                {
+                    "group": group,
+                    "variant": "Python re",
+                    "unit": "ms",
+                    "better": "lower",
+                    "median": None,
+                    "min": None,
+                    "max": None,
+                    "n": 1,
+                    "baseline": None,
+                    "ratio": None,
+                    "display": f"> {timeout * 1000:.0f} (killed)",
+                }
+            )
+    searches = {
+        group: stats.summarize(by_variant["RE2 cold"])
+        for group, by_variant in samples.items()
+        if group.startswith("search")
+    }
+    worst_group, worst = max(searches.items(), key=lambda item: item[1]["median"])
+    warm_worst = max(
+        stats.summarize(v["RE2 warm"])["median"] for g, v in samples.items() if g in searches
+    )
+    result.goal(
+        "Any pattern over a full buffer under 50 ms",
+        f"slowest: {worst_group[8:]}: cold {worst['median'] * 1000:.1f} ms "
+        f"median (max {worst['max'] * 1000:.1f}); warm at most {warm_worst * 1000:.1f} ms; "
+        f"Python re on (a+)+$: "
+        + (f"{re_seconds:.2f} s" if re_seconds is not None else f"> {timeout:g} s"),
+        worst["median"] < 0.050,
+        key="search",
+        subject=f"{worst['median'] * 1000:.1f} ms",
+        baseline="Python re (a+)+$: "
+        + (f"> {timeout:g} s" if re_seconds is None else f"{re_seconds:.2f} s"),
+    )
+    result.data["buffer"] = {
+        "log_lines_retained": filled(contents["log"]).total_lines,
+        "bytes_written": len(contents["log"]),
+    }
+    return result
