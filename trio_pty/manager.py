@@ -31,7 +31,7 @@ from .policy.authorize import (
     authorize_write,
     open_workdir,
 )
-from .policy.environment import child_environment
+from .policy.environment import filtered_base, finish_environment
 from .posix import reap, spawn
 from .session import Attachment, ExitCallback, Session
 
@@ -77,9 +77,8 @@ class Manager:
         self.root = os.path.realpath(root)
         self._nursery = nursery
         self._on_exit = on_exit
-        self._env_mode: EnvMode = env_mode
-        self._env_deny = tuple(env_deny)
-        self._environ = dict(environ)
+        # The environment is filtered once: every spawn starts from the same base.
+        self._base_env = filtered_base(environ, mode=env_mode, extra_deny=env_deny)
         self._authorizer = authorizer
         self._table = reap.ProcessTable(clock=trio.current_time)
         self._sessions: dict[str, Session] = {}
@@ -171,11 +170,9 @@ class Manager:
                     rows=rows,
                     cols=cols,
                 )
-                child_env = child_environment(
-                    self._environ,
-                    mode=self._env_mode,
+                child_env = finish_environment(
+                    self._base_env,
                     overrides=env,
-                    extra_deny=self._env_deny,
                     tags={reap.TAG_MANAGER: self.id, reap.TAG_SESSION: session.id},
                     workdir=handle.path,
                 )

@@ -158,6 +158,7 @@ class Session:
                 )
             finally:
                 os.close(slave)
+                env.clear()  # this frame lives as long as the session: keep it small
             self.pid = self._process.pid
             on_started()
             async with trio.open_nursery() as notifiers:
@@ -202,11 +203,14 @@ class Session:
         await self._finished.wait()
 
     async def _read_output(self) -> None:
+        """The hot path: per chunk only store it (and let the stubber look); per wake-up,
+        note the time and wake whoever waits for output."""
+        master, output = self._master, self.output
         while True:
-            await trio.lowlevel.wait_readable(self._master)
+            await trio.lowlevel.wait_readable(master)
             for _ in range(_READS_PER_WAKEUP):
                 try:
-                    data = os.read(self._master, _READ_SIZE)
+                    data = os.read(master, _READ_SIZE)
                 except BlockingIOError:
                     break
                 except OSError as exc:
@@ -215,17 +219,15 @@ class Session:
                     data = b""  # EIO: every slave end is closed
                 if not data:
                     self._eof.set()
+                    self._wake_readers()
                     return
-                self._on_output(data)
-
-    def _on_output(self, data: bytes) -> None:
-        self.output.append(data)
-        self._last_output_at = trio.current_time()
-        if not self._drivers:
-            reply = self._responder.feed(data, self.rows, self.cols)
-            if reply:
-                self._write_nowait(reply)
-        self._wake_readers()
+                output.append(data)
+                if not self._drivers:
+                    reply = self._responder.feed(data, self.rows, self.cols)
+                    if reply:
+                        self._write_nowait(reply)
+            self._last_output_at = trio.current_time()
+            self._wake_readers()
 
     def _wake_readers(self) -> None:
         if self._output_lot:

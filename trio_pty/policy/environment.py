@@ -159,23 +159,12 @@ def deny_rules(extra_deny: Sequence[str] = ()) -> dict[str, list[str]]:
     }
 
 
-def child_environment(
-    base: Mapping[str, str],
-    *,
-    mode: EnvMode,
-    overrides: Mapping[str, str] | None,
-    extra_deny: Sequence[str] = (),
-    tags: Mapping[str, str],
-    workdir: str | None = None,
+def filtered_base(
+    base: Mapping[str, str], *, mode: EnvMode, extra_deny: Sequence[str] = ()
 ) -> dict[str, str]:
-    """Build the child's environment.
-
-    Order, each step winning over the previous: the filtered base; TERM (the PTY is an
-    xterm-256color), LANG when unset and PWD when the workdir is known; the caller's
-    validated `overrides` (they are the caller's own values, so nothing can leak through
-    them and they are not filtered); the manager's `tags`, which always win so that a
-    session can always be identified.
-    """
+    """The part of the child's environment that is the same for every spawn: the manager's
+    environment filtered (mode "inherit") or reduced to the fixed set (mode "fixed"), plus
+    TERM and LANG. A manager computes it once; `child_environment` finishes it per spawn."""
     if mode == "inherit":
         child = {
             name: value
@@ -198,6 +187,42 @@ def child_environment(
         raise ValueError(f"environment mode must be 'inherit' or 'fixed', got {mode!r}")
     child["TERM"] = TERM_VALUE
     child.setdefault("LANG", LANG_DEFAULT)
+    return child
+
+
+def child_environment(
+    base: Mapping[str, str],
+    *,
+    mode: EnvMode,
+    overrides: Mapping[str, str] | None,
+    extra_deny: Sequence[str] = (),
+    tags: Mapping[str, str],
+    workdir: str | None = None,
+) -> dict[str, str]:
+    """Build the child's environment: `filtered_base`, then `finish_environment`."""
+    return finish_environment(
+        filtered_base(base, mode=mode, extra_deny=extra_deny),
+        overrides=overrides,
+        tags=tags,
+        workdir=workdir,
+    )
+
+
+def finish_environment(
+    prepared: Mapping[str, str],
+    *,
+    overrides: Mapping[str, str] | None,
+    tags: Mapping[str, str],
+    workdir: str | None = None,
+) -> dict[str, str]:
+    """One spawn's environment from a `filtered_base`.
+
+    Order, each step winning over the previous: the filtered base; PWD when the workdir is
+    known; the caller's validated `overrides` (they are the caller's own values, so nothing
+    can leak through them and they are not filtered); the manager's `tags`, which always
+    win so that a session can always be identified.
+    """
+    child = dict(prepared)
     if workdir is not None:
         child["PWD"] = workdir
     if overrides:

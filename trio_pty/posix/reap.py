@@ -370,11 +370,14 @@ async def terminate(
         return leader is not None and leader.returncode is None
 
     def send(members: dict[int, ProcEntry], sig: int) -> None:
-        for pgid in groups():
+        reached = set(groups())
+        for pgid in reached:
             signal_group(pgid, sig)
             if sig == signal.SIGTERM:
                 signal_group(pgid, signal.SIGCONT)
         for entry in members.values():
+            if entry.pgid in reached:
+                continue  # the group signal reached it (one syscall for the whole group)
             key = (entry.pid, entry.start_time)
             if signalled.get(key) != sig:
                 signalled[key] = sig
