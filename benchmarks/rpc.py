@@ -1,32 +1,229 @@
-"""Scenario 5: RPC round trip and attach streaming. Pending.
+"""Scenario 5: the JSON-RPC server over loopback: the `pty.read` round trip against a bare
+trio-websocket echo in the same run, and the rate at which `pty.attach` streams output.
 
-The JSON-RPC server and client (trio_pty/rpc/server.py, client.py) are being written at the
-same time as these benchmarks. When they land, this module measures, interleaved:
-`pty.read` round trip over loopback against a bare trio-websocket echo server in the same run
-(goal: at most 3x the echo), and `pty.attach` streaming rate of a flooding session (goal: at
-least 50 MB/s). Until then it reports the goals as pending.
+Both servers run as subprocesses (a real `trio-pty serve --port 0`, and a ten-line
+trio-websocket echo server), the client in this process, so client and server each have a
+core, as they would in use.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+from trio_websocket import open_websocket_url
+
+from trio_pty.model import Wait
+from trio_pty.rpc.client import TrioPtyClient, connect
+
+from . import stats
 from .harness import Context, Result
 
 NAME = "rpc"
-TITLE = "RPC (pending)"
-METHOD = """\
-Pending: the JSON-RPC server and client were written at the same time as these benchmarks,
-so this scenario is not measured yet. The plan:
-`pty.read` round trip of a 500-line page over loopback WebSocket, against a bare
-trio-websocket echo of a message of the same size in the same run; and the rate at which
-`pty.attach` streams a flooding session's output to a client.
+TITLE = "RPC over loopback"
+PAGE_LINES = 500
+_UNTIL_EXIT = Wait(exit=True, timeout_ms=30_000)
+
+METHOD = f"""\
+A real `trio-pty serve --port 0` runs as a subprocess (default limits), and so does a bare
+trio-websocket echo server; the client runs in the benchmark's process. *Round trip*: one
+`pty.read` of a {PAGE_LINES}-line page (a session that printed `seq 1 1000`, so every page
+is full) through trio-pty's client, against sending a text message of the same size as that
+response to the echo server and receiving it back through trio-websocket's own client,
+interleaved, one call at a time. *Attach*: a session floods `head -c N /dev/zero`; the client
+attaches from offset 0 at once and counts the bytes of `pty.output` notifications (base64 in
+JSON) until the stream ends with the session; the rate is the bytes delivered over that time.
+A client slower than the PTY falls more than the 1 MB ring behind and skips ahead (a chunk
+flagged `gap`): the gaps are counted. The PTY itself is the ceiling: the same flood with
+nobody attached, timed until the session has exited, is the baseline.
+"""
+
+_ECHO_SERVER = """\
+import sys, trio
+from trio_websocket import serve_websocket, ConnectionClosed
+async def echo(request):
+    ws = await request.accept()
+    try:
+        while True:
+            await ws.send_message(await ws.get_message())
+    except ConnectionClosed:
+        pass
+async def main():
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve_websocket, echo, "127.0.0.1", 0, None)
+        print(server.port, flush=True)
+trio.run(main)
 """
 
 
-def run(ctx: Context) -> Result:
-    result = Result(NAME, TITLE, status="pending")
-    for goal in (
+def _params(ctx: Context) -> dict[str, Any]:
+    return {
+        "rounds": ctx.pick(quick=40, full=300),
+        "attach_rounds": ctx.pick(quick=2, full=6),
+        "flood_bytes": ctx.pick(quick=16_000_000, full=64_000_000),
+    }
+
+
+@asynccontextmanager
+async def _subprocess(argv: list[str]) -> AsyncIterator[tuple[trio.Process, str]]:
+    """Start a server, yield it with its first stdout line; SIGTERM and reap it after."""
+    process = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
+    assert process.stdout is not None
+    try:
+        with trio.fail_after(20):
+            first = b""
+            while b"\n" not in first:
+                data = await process.stdout.receive_some(4096)
+                if not data:
+                    raise RuntimeError(f"{argv[:3]} exited before printing its address")
+                first += data
+        yield process, first.split(b"\n", 1)[0].decode()
+    finally:
+        with trio.CancelScope(shield=True):
+            process.terminate()
+            with trio.move_on_after(15):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            await process.stdout.aclose()
+
+
+async def _flood(client: TrioPtyClient, size: int, *, attach: bool) -> dict[str, float]:
+    """Flood `size` bytes; attached: the bytes the client received, the time until the
+    stream ended, and the gaps (a client slower than the PTY falls more than the ring
+    behind and skips ahead, by design); alone: the time until the session exited."""
+    started = trio.current_time()
+    info = await client.spawn(
+        "head", ["-c", str(size), "/dev/zero"], owner="bench", description="flood"
+    )
+    received = gaps = 0
+    if attach:
+        async with client.attach(info.id, owner="bench", offset=0) as stream:
+            async for chunk in stream:
+                received += len(chunk.data)
+                gaps += chunk.gap
+    else:
+        await client.read(info.id, owner="bench", wait=_UNTIL_EXIT)
+        received = size
+    elapsed = trio.current_time() - started
+    await client.kill(info.id, owner="bench", cleanup=True)
+    return {"seconds": elapsed, "bytes": received, "gaps": gaps}
+
+
+async def _main(ctx: Context, result: Result) -> None:
+    params = result.params
+    token = secrets.token_urlsafe(16)
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as config:
+        config.write("[limits]\nmax_message_bytes = 4194304\n")
+    serve = [sys.executable, "-m", "trio_pty", "serve", "--port", "0", "--token", token, "--no-ui"]
+    try:
+        async with (
+            _subprocess([*serve, "--config", config.name]) as (_, url),
+            _subprocess([sys.executable, "-c", _ECHO_SERVER]) as (_, echo_port),
+            connect(url, token) as client,
+            open_websocket_url(f"ws://127.0.0.1:{echo_port}/") as echo,
+        ):
+            info = await client.spawn("seq", ["1", "1000"], owner="bench", description="page")
+            await client.read(info.id, owner="bench", wait=_UNTIL_EXIT)
+            page = await client.call(
+                "pty.read", {"id": info.id, "owner": "bench", "limit": PAGE_LINES}
+            )
+            message = "x" * len(json.dumps(page))
+            result.data["page_bytes"] = len(message)
+
+            async def read_page() -> float:
+                started = trio.current_time()
+                await client.call(
+                    "pty.read", {"id": info.id, "owner": "bench", "limit": PAGE_LINES}
+                )
+                return trio.current_time() - started
+
+            async def echo_page() -> float:
+                started = trio.current_time()
+                await echo.send_message(message)
+                await echo.get_message()
+                return trio.current_time() - started
+
+            round_trips: dict[str, Callable[[], Awaitable[float]]] = {
+                "echo": echo_page,
+                "pty.read": read_page,
+            }
+            for variant in round_trips.values():
+                await variant()  # warm up
+            trips = await stats.interleave(
+                round_trips, params["rounds"], progress=ctx.progress, label="round trip "
+            )
+            size = params["flood_bytes"]
+            floods: dict[str, Callable[[], Awaitable[dict[str, float]]]] = {
+                "PTY alone": lambda: _flood(client, size, attach=False),
+                "pty.attach": lambda: _flood(client, size, attach=True),
+            }
+            durations = await stats.interleave(
+                floods, params["attach_rounds"], progress=ctx.progress, label="attach "
+            )
+            await client.kill(info.id, owner="bench", cleanup=True)
+    finally:
+        os.unlink(config.name)
+    _summarize(result, trips, durations)
+
+
+def _summarize(
+    result: Result,
+    trips: dict[str, list[float]],
+    floods: dict[str, list[dict[str, float]]],
+) -> None:
+    table = result.table(
+        f"pty.read round trip ({PAGE_LINES} lines)",
+        "ms",
+        {name: [v * 1000 for v in values] for name, values in trips.items()},
+        baseline="echo",
+    )
+    ours, echo = table["pty.read"]["median"], table["echo"]["median"]
+    ratio = stats.ratio(ours, echo)
+    result.goal(
         "pty.read round trip at most 3x a bare trio-websocket echo",
+        f"{ours:.2f} ms vs echo {echo:.2f} ms of the same size ({ratio:.2f}x)",
+        ratio <= 3,
+        key="rpc_read",
+        subject=f"{ours:.2f} ms",
+        baseline=f"echo {echo:.2f} ms",
+        ratio=ratio,
+    )
+    rates = result.table(
+        "attach streaming",
+        "MB/s",
+        {
+            name: [sample["bytes"] / sample["seconds"] / 1e6 for sample in samples]
+            for name, samples in floods.items()
+        },
+        baseline="PTY alone",
+        better="higher",
+    )
+    gaps = sum(sample["gaps"] for sample in floods["pty.attach"])
+    result.data["attach_gaps"] = gaps
+    rate, ceiling = rates["pty.attach"]["median"], rates["PTY alone"]["median"]
+    result.goal(
         "pty.attach streams at least 50 MB/s",
-    ):
-        result.goal(goal, "pending: this scenario is not written yet", None, key="rpc")
+        f"{rate:.1f} MB/s delivered; the PTY alone {ceiling:.1f} MB/s ({rate / ceiling:.2f}x); "
+        f"{gaps} gaps in {len(floods['pty.attach'])} floods (the client fell a ring behind)",
+        rate >= 50,
+        key="rpc_attach",
+        subject=f"{rate:.1f} MB/s",
+        baseline=f"PTY alone {ceiling:.1f} MB/s",
+        ratio=stats.ratio(rate, ceiling),
+    )
+
+
+def run(ctx: Context) -> Result:
+    result = Result(NAME, TITLE, params=_params(ctx))
+    trio.run(_main, ctx, result)
     return result
