@@ -2,6 +2,7 @@
 
     trio-pty serve [--host 127.0.0.1] [--port 8765] [--token T] [--config FILE]
                    [--allow-origin ORIGIN ...] [--allow-host HOST ...] [--log-level LEVEL]
+                   [--no-ui | --ui-assets DIR]
     trio-pty spawn [--owner O] [--title T] [--description D] [--workdir DIR] [--notify]
                    [--timeout S] [--env NAME=VALUE ...] -- CMD ARGS...
     trio-pty list [--owner O]
@@ -128,6 +129,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-host", action="append", default=[], metavar="HOST",
         help="accept this Host header besides the bound address and localhost (repeatable)",
     )
+    ui = serve.add_mutually_exclusive_group()
+    ui.add_argument(
+        "--no-ui", action="store_true",
+        help="do not serve the monitor page (GET / is then 404; /rpc is unchanged)",
+    )
+    ui.add_argument(
+        "--ui-assets", default=None, metavar="DIR",
+        help="serve xterm.js from DIR (a copy made by trio_pty/ui/vendor.py fetch --dest DIR)",
+    )
     serve.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"],
         help="log level on stderr (default info)",
@@ -216,6 +226,17 @@ def _serve(args: argparse.Namespace) -> int:
     except server.ConfigError as exc:
         _fail(f"error: {exc}")
         return EXIT_USAGE
+    page = None
+    if not args.no_ui:
+        from trio_pty import ui
+
+        try:
+            loaded = ui.load_page(args.ui_assets)
+        except ui.AssetsError as exc:
+            _fail(f"error: {exc}")
+            return EXIT_USAGE
+        log.info("%s", loaded.describe())
+        page = loaded.site
     token = args.token or os.environ.get("TRIO_PTY_TOKEN") or None
     generated = token is None
     if token is None:
@@ -229,6 +250,7 @@ def _serve(args: argparse.Namespace) -> int:
         allowed_hosts=frozenset((*config.allow_hosts, *args.allow_host)),
         env_mode=config.env_mode,
         env_deny=config.env_deny,
+        page=page,
     )
     if not 0 <= options.port <= 65535:
         _fail(f"error: --port must be 0..65535, got {options.port}")

@@ -21,7 +21,7 @@ import cattrs
 from trio_pty.manager import Manager
 from trio_pty.model import ExitEvent, OutputChunk, SessionInfo, Wait
 from trio_pty.model import converter as model_converter
-from trio_pty.rpc.protocol import make_converter, structure_params
+from trio_pty.rpc.protocol import InvalidParams, ParamProblem, make_converter, structure_params
 
 __all__ = [
     "CANCEL_METHOD",
@@ -103,7 +103,8 @@ class ReadRawParams:
 
 @attrs.frozen(kw_only=True)
 class ListParams:
-    owner: str = DEFAULT_OWNER
+    owner: str | None = None  # None: "default" (or every owner with all_owners)
+    all_owners: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -273,7 +274,16 @@ async def _read_raw(ctx: Context, p: ReadRawParams) -> Reply:
 
 
 async def _list(ctx: Context, p: ListParams) -> Reply:
-    return Reply({"sessions": [session_json(info) for info in ctx.manager.list(p.owner)]})
+    if p.all_owners:
+        # Every owner's sessions (the monitor page's view). Owners are namespaces, not a
+        # security boundary: the token already lets its holder name any owner.
+        if p.owner is not None:
+            problem = ParamProblem("all_owners", "cannot be combined with owner")
+            raise InvalidParams(f"{problem.path}: {problem.problem}", [problem])
+        sessions = ctx.manager.list_all()
+    else:
+        sessions = ctx.manager.list(DEFAULT_OWNER if p.owner is None else p.owner)
+    return Reply({"sessions": [session_json(info) for info in sessions]})
 
 
 async def _kill(ctx: Context, p: KillParams) -> Reply:

@@ -8,7 +8,9 @@ Layers, each usable on its own:
   WebSocket handshake, then the checks, then the connection). It does not care how the
   stream was accepted, so an HTTP front end can hand streams over.
 - `RpcServer.handle_request(request)`: the same, starting from a parsed `WebSocketRequest`.
-- `RpcServer.run()`: binds the listeners and accepts until `stop()`.
+- `RpcServer.run()`: binds the listeners and accepts until `stop()`. Every accepted connection
+  goes through the HTTP front (`trio_pty/rpc/http.py`) first: it serves the monitor page
+  (`ServerOptions.page`) and hands upgrade requests to `handle_stream`.
 - `serve_until_signalled()`: the `trio-pty serve` main loop (SIGINT/SIGTERM shutdown).
 
 Per connection (`Connection`): one reader task parses frames and starts each request in the
@@ -51,6 +53,7 @@ from trio_pty.model import ExitEvent, OutputChunk
 from trio_pty.policy.authorize import RulesAuthorizer
 from trio_pty.policy.environment import deny_rules
 from trio_pty.rpc import protocol
+from trio_pty.rpc.http import HttpFront, Site, socket_stream
 from trio_pty.rpc.methods import (
     CANCEL_METHOD,
     AttachParams,
@@ -67,6 +70,7 @@ from trio_pty.session import Attachment
 __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_PORT",
+    "PAGE_LINE_PREFIX",
     "RPC_PATH",
     "ConfigError",
     "Connection",
@@ -75,10 +79,12 @@ __all__ = [
     "ServeConfig",
     "ServerOptions",
     "check_handshake",
+    "format_page_url",
     "format_url",
     "is_loopback",
     "load_config",
     "open_server",
+    "page_origins",
     "serve_until_signalled",
 ]
 
@@ -87,6 +93,8 @@ log = logging.getLogger("trio_pty.server")
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8765
 RPC_PATH: Final = "/rpc"
+# `trio-pty serve` prints the monitor page's URL on stderr after this prefix.
+PAGE_LINE_PREFIX: Final = "monitor page: "
 
 CLOSE_NORMAL: Final = 1000
 CLOSE_GOING_AWAY: Final = 1001
@@ -121,6 +129,9 @@ class ServerOptions:
     # Reported by server.info (the manager holds the real settings).
     env_mode: EnvMode = "inherit"
     env_deny: tuple[str, ...] = ()
+    # The monitor page served at `/` (trio_pty.ui.load_page); None: no page (404). While a
+    # page is served, its own origin (http:// + a Host value this server accepts) is allowed.
+    page: Site | None = attrs.field(default=None, repr=False)
 
     @token.validator
     def _check_token(self, attribute: attrs.Attribute[str], value: str) -> None:
@@ -260,6 +271,19 @@ def format_url(host: str, port: int, path: str = RPC_PATH, token: str | None = N
     if token is not None:
         url += "?" + urllib.parse.urlencode({"token": token})
     return url
+
+
+def format_page_url(host: str, port: int, token: str | None = None) -> str:
+    """The monitor page's URL (`http://HOST:PORT/`, with `?token=` when given)."""
+    url = f"http://{_host_literal(host)}:{port}/"
+    if token is not None:
+        url += "?" + urllib.parse.urlencode({"token": token})
+    return url
+
+
+def page_origins(hosts: Iterable[str]) -> frozenset[str]:
+    """The origins of the monitor page as served under each acceptable Host value."""
+    return frozenset(f"http://{host}" for host in hosts)
 
 
 def acceptable_hosts(
@@ -652,6 +676,9 @@ def _single(exc: BaseException) -> BaseException:
 class _StreamSlot:
     scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
     connection: Connection | None = None
+    # Endpoints of the socket under a wrapped stream (trio-websocket only sees the wrapper).
+    local_host: str | None = None
+    peer: str | None = None
 
 
 class RpcServer:
@@ -668,6 +695,13 @@ class RpcServer:
         self._started_at = time.monotonic()
         self._stopping = False
         self.finished = trio.Event()
+        self.front = HttpFront(
+            upgrade=self.handle_stream,
+            host_ok=self._host_ok,
+            limits=self.limits,
+            site=options.page,
+            rpc_path=options.path,
+        )
         if not is_loopback(options.host):
             log.warning(
                 "binding %s, which is not a loopback address: anyone who can reach this "
@@ -679,6 +713,13 @@ class RpcServer:
     @property
     def url(self) -> str:
         return format_url(self.options.host, self.port, self.options.path)
+
+    @property
+    def page_url(self) -> str | None:
+        """The monitor page's URL (without the token), or None when no page is served."""
+        if self.options.page is None:
+            return None
+        return format_page_url(self.options.host, self.port)
 
     @property
     def connections(self) -> list[Connection]:
@@ -732,7 +773,7 @@ class RpcServer:
                         await acceptors.start(
                             partial(
                                 trio.serve_listeners,
-                                self.handle_stream,
+                                self.front.handle_stream,
                                 listeners,
                                 handler_nursery=handlers,
                             )
@@ -749,6 +790,7 @@ class RpcServer:
         (the closing handshakes then finish in the background, bounded by io_timeout)."""
         self._stopping = True
         self._accept_scope.cancel()
+        self.front.stop()
         for slot in list(self._slots):
             if slot.connection is not None:
                 slot.connection.shutdown(code, "server shutting down")
@@ -771,6 +813,11 @@ class RpcServer:
                 await self._refuse_busy(stream)
                 return
             slot = _StreamSlot()
+            sock = socket_stream(stream)
+            if sock is not None and sock is not stream:
+                with suppress(OSError):  # the peer may be gone already
+                    local, remote = sock.socket.getsockname(), sock.socket.getpeername()
+                    slot.local_host, slot.peer = str(local[0]), f"{remote[0]}:{remote[1]}"
             self._slots.add(slot)
             try:
                 with slot.scope:
@@ -803,22 +850,35 @@ class RpcServer:
             with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 await stream.send_all(_BUSY_RESPONSE)
 
-    def check(self, request: WebSocketRequest) -> Rejection | None:
-        local = request.local
-        local_host = local.address if not isinstance(local, str) else None
-        hosts = acceptable_hosts(
+    def hosts(self, local_host: str | None) -> frozenset[str]:
+        """The Host values naming this server for a client connected to `local_host`."""
+        return acceptable_hosts(
             bound_host=self.options.host,
             port=self.port,
             allowed=self.options.allowed_hosts,
-            local_host=str(local_host) if local_host is not None else None,
+            local_host=local_host,
         )
+
+    def _host_ok(self, host: str, local_host: str | None) -> bool:
+        return host.lower() in self.hosts(local_host)
+
+    def check(
+        self, request: WebSocketRequest, *, local_host: str | None = None
+    ) -> Rejection | None:
+        local = request.local
+        if not isinstance(local, str):
+            local_host = str(local.address)
+        hosts = self.hosts(local_host)
+        origins = self.options.allowed_origins
+        if self.options.page is not None:
+            origins = origins | page_origins(hosts)
         return check_handshake(
             target=request.path,
             host=request._event.host,  # wsproto keeps Host out of `headers`
             headers=request.headers,
             token=self.options.token,
             hosts=hosts,
-            origins=self.options.allowed_origins,
+            origins=origins,
             path=self.options.path,
         )
 
@@ -828,7 +888,9 @@ class RpcServer:
         """Check a parsed upgrade request, then accept it and serve the connection."""
         remote = request.remote
         peer = str(remote.url if not isinstance(remote, str) else remote)
-        rejection = self.check(request)
+        if isinstance(remote, str) and _slot is not None and _slot.peer is not None:
+            peer = _slot.peer
+        rejection = self.check(request, local_host=_slot.local_host if _slot else None)
         if rejection is not None:
             log.warning("refused %s: %d %s", peer, rejection.status, rejection.reason)
             headers = [(b"Content-Type", b"text/plain; charset=utf-8")]
@@ -904,6 +966,7 @@ async def serve_until_signalled(
     authorizer: RulesAuthorizer | None = None,
     token_generated: bool = False,
     out: TextIO | None = None,
+    err: TextIO | None = None,
 ) -> int:
     """Run the server until SIGINT or SIGTERM, then shut down and return the exit status.
 
@@ -913,6 +976,7 @@ async def serve_until_signalled(
     clients' closing handshakes; the teardown always runs to the end.
     """
     out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as root_nursery:
             async with open_manager(
@@ -933,6 +997,13 @@ async def serve_until_signalled(
                         file=out,
                         flush=True,
                     )
+                if options.page is not None:
+                    # The monitor page, on stderr: stdout's lines are a contract (the URLs,
+                    # then only the shutdown summary). The token rides along only when it
+                    # was generated (a token the user chose is typed into the page instead).
+                    page_token = options.token if token_generated else None
+                    page_url = format_page_url(options.host, server.port, page_token)
+                    print(f"{PAGE_LINE_PREFIX}{page_url}", file=err, flush=True)
                 signum = await _next_signal(signals)
                 began = trio.current_time()
                 live = [s for s in manager.list_all() if s.status in ("running", "killing")]

@@ -1,0 +1,360 @@
+"""The HTTP front of `trio-pty serve`: one port, two kinds of request.
+
+Every accepted connection starts here. The request head is read with h11, bounded in size
+(`Limits.max_http_head_bytes`) and in time (`Limits.io_timeout`), and then:
+
+- a WebSocket upgrade request (`Upgrade: websocket`, whatever its path) is handed to the
+  JSON-RPC server (`RpcServer.handle_stream`) on the same connection, wrapped in a
+  `ReplayStream` that first gives back the bytes already read, so trio-websocket parses the
+  original request. Every handshake check (Host, Origin, path, token) happens there, as before.
+- any other request is plain HTTP, answered here and then closed (one request per connection):
+  the monitor page and its static files for `GET` (no token needed: they hold no secret; the
+  page asks for the token and uses it on `/rpc`), 404 for an unknown path, 405 for any method
+  but GET (HEAD included: there is nothing to learn from a head here), 426 for `/rpc` without
+  an upgrade, 403 for a Host header that does not name this server (as on `/rpc`), 400 for a
+  malformed request (bad request line, no Host, absolute or `*` target), 431 for a head over
+  `max_http_head_bytes`, 408 when the head does not arrive within `io_timeout`.
+
+Static files only: the site is a fixed map from URL path to bytes read once at start-up (no
+file system access per request, no templates, no directory listing, no path to traverse).
+Every response carries `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer`,
+`X-Frame-Options: DENY`, `Cache-Control: no-store` and a Content-Security-Policy: the page's
+own (`page_csp`) on the HTML, `default-src 'none'` on everything else.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import suppress
+from typing import Final
+
+import attrs
+import h11
+import trio
+
+from trio_pty.limits import Limits
+
+__all__ = [
+    "HttpFront",
+    "ReplayStream",
+    "Site",
+    "StaticFile",
+    "page_csp",
+    "socket_stream",
+]
+
+log = logging.getLogger("trio_pty.http")
+
+# The largest request head read (request line and headers). An upgrade request with its token
+# is well under 2 KiB; a browser's GET with cookies for "localhost" may be a few KiB.
+_RECEIVE_BYTES: Final = 4096
+_DRAIN_BYTES: Final = 65_536
+_BUSY_LINGER: Final = 0.5  # seconds a refused connection is given to close first
+
+_REASONS: Final = {
+    200: "OK",
+    302: "Found",
+    400: "Bad Request",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    408: "Request Timeout",
+    426: "Upgrade Required",
+    431: "Request Header Fields Too Large",
+    503: "Service Unavailable",
+}
+
+_COMMON_HEADERS: Final = (
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+    ("X-Frame-Options", "DENY"),
+    ("Cross-Origin-Resource-Policy", "same-origin"),
+    ("Cache-Control", "no-store"),
+    ("Connection", "close"),
+)
+_PLAIN_CSP: Final = (
+    "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+)
+
+
+@attrs.frozen
+class StaticFile:
+    body: bytes = attrs.field(repr=lambda body: f"<{len(body)} bytes>")
+    content_type: str
+
+
+@attrs.frozen(kw_only=True)
+class Site:
+    """What the front serves besides `/rpc`: `files` by exact URL path, `redirects` (URL path
+    -> absolute URL, used for xterm.js on the CDN when no local copy is there), and the extra
+    script/style sources the page's CSP must allow for those redirects."""
+
+    files: Mapping[str, StaticFile]
+    redirects: Mapping[str, str] = attrs.Factory(dict)
+    script_sources: tuple[str, ...] = ()
+    style_sources: tuple[str, ...] = ()
+    html_paths: frozenset[str] = frozenset({"/"})
+
+
+def page_csp(site: Site, host: str) -> str:
+    """The page's Content-Security-Policy: scripts and styles only from this server (and the
+    pinned CDN files when redirecting there), WebSocket connections only back to `host`, no
+    inline code, no plugins, no framing, no base or form targets."""
+    scripts = " ".join(("'self'", *site.script_sources))
+    styles = " ".join(("'self'", *site.style_sources))
+    return (
+        f"default-src 'none'; script-src {scripts}; style-src {styles}; "
+        f"connect-src 'self' ws://{host} wss://{host}; img-src 'self'; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
+
+
+def socket_stream(stream: trio.abc.Stream) -> trio.SocketStream | None:
+    """The SocketStream under `stream` (following `transport_stream`), or None."""
+    seen = 0
+    current: object = stream
+    while not isinstance(current, trio.SocketStream) and seen < 8:
+        current = getattr(current, "transport_stream", None)
+        if current is None:
+            return None
+        seen += 1
+    return current if isinstance(current, trio.SocketStream) else None
+
+
+class ReplayStream(trio.abc.HalfCloseableStream):
+    """A stream that first gives back `replay` (bytes already read from `transport_stream`),
+    then reads on from it. Sending and closing go straight through."""
+
+    def __init__(self, transport_stream: trio.abc.Stream, replay: bytes) -> None:
+        self.transport_stream = transport_stream
+        self._replay = replay
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        if self._replay:
+            await trio.lowlevel.checkpoint()
+            size = len(self._replay) if max_bytes is None else max_bytes
+            data, self._replay = self._replay[:size], self._replay[size:]
+            return data
+        return await self.transport_stream.receive_some(max_bytes)
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self.transport_stream.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.transport_stream.wait_send_all_might_not_block()
+
+    async def send_eof(self) -> None:
+        if not isinstance(self.transport_stream, trio.abc.HalfCloseableStream):
+            raise trio.ClosedResourceError("the transport stream cannot be half-closed")
+        await self.transport_stream.send_eof()
+
+    async def aclose(self) -> None:
+        await self.transport_stream.aclose()
+
+
+def _response(
+    status: int,
+    headers: list[tuple[str, str]] | None = None,
+    body: bytes = b"",
+    *,
+    content_type: str = "text/plain; charset=utf-8",
+    csp: str = _PLAIN_CSP,
+) -> bytes:
+    lines = [f"HTTP/1.1 {status} {_REASONS[status]}"]
+    if body:
+        lines.append(f"Content-Type: {content_type}")
+    lines.append(f"Content-Length: {len(body)}")
+    lines.append(f"Content-Security-Policy: {csp}")
+    lines.extend(f"{name}: {value}" for name, value in _COMMON_HEADERS)
+    lines.extend(f"{name}: {value}" for name, value in headers or ())
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def _error(status: int, reason: str, headers: list[tuple[str, str]] | None = None) -> bytes:
+    return _response(status, headers, f"{status} {reason}\n".encode())
+
+
+_BUSY: Final = _error(503, "too many connections (try later)")
+
+Upgrade = Callable[[trio.abc.Stream], Awaitable[None]]
+HostCheck = Callable[[str, str | None], bool]
+
+
+class HttpFront:
+    """Reads each connection's request head and either serves it or hands it to `upgrade`.
+
+    `host_ok(host, local_host)` says whether a Host header value names this server (the same
+    rule as the RPC handshake); `site` is the page, or None for none (`--no-ui`: every path
+    but `/rpc` is 404). `stop()` drops the connections still being read or answered."""
+
+    def __init__(
+        self,
+        *,
+        upgrade: Upgrade,
+        host_ok: HostCheck,
+        limits: Limits,
+        site: Site | None,
+        rpc_path: str,
+    ) -> None:
+        self._upgrade = upgrade
+        self._host_ok = host_ok
+        self._limits = limits
+        self.site = site
+        self._rpc_path = rpc_path
+        self._scopes: set[trio.CancelScope] = set()
+        self._stopping = False
+
+    @property
+    def pending(self) -> int:
+        """Connections being read or answered here (not yet handed over)."""
+        return len(self._scopes)
+
+    def stop(self) -> None:
+        self._stopping = True
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    async def handle_stream(self, stream: trio.abc.Stream) -> None:
+        """Serve one accepted connection. Never raises (except cancellation)."""
+        handed_over = False
+        try:
+            if self._stopping or len(self._scopes) >= self._limits.max_connections:
+                log.warning("http: refusing a connection: %d requests pending", self.pending)
+                await self._send(stream, _BUSY)
+                await self._linger(stream, _BUSY_LINGER)
+                return
+            scope = trio.CancelScope()
+            self._scopes.add(scope)
+            try:
+                with scope:
+                    handed_over = await self._serve(stream, scope)
+            finally:
+                self._scopes.discard(scope)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            log.debug("http: connection dropped")
+        except Exception:
+            log.exception("http: request failed")
+        finally:
+            if not handed_over:
+                await trio.aclose_forcefully(stream)
+
+    async def _serve(self, stream: trio.abc.Stream, scope: trio.CancelScope) -> bool:
+        """Read the head; answer it, or hand the connection over (returns True then)."""
+        request = await self._read_head(stream)
+        if isinstance(request, bytes):
+            response = request
+        elif request is None:
+            return False  # closed before a request
+        elif _is_upgrade(request[0]):
+            self._scopes.discard(scope)  # from here on the RPC server owns the connection
+            await self._upgrade(ReplayStream(stream, request[1]))
+            return True
+        else:
+            response = self._answer(request[0], _local_host(stream))
+            if request[0].method == b"HEAD":  # the head only, as HTTP wants for HEAD
+                response = response.partition(b"\r\n\r\n")[0] + b"\r\n\r\n"
+        await self._send(stream, response)
+        await self._linger(stream)
+        return False
+
+    async def _read_head(self, stream: trio.abc.Stream) -> tuple[h11.Request, bytes] | bytes | None:
+        """The request and every byte read so far; or the error response to send; or None
+        when the client closed before sending a request."""
+        connection = h11.Connection(
+            h11.SERVER, max_incomplete_event_size=self._limits.max_http_head_bytes
+        )
+        received = bytearray()
+        event: object = h11.NEED_DATA
+        with trio.move_on_after(self._limits.io_timeout) as timer:
+            try:
+                while (event := connection.next_event()) is h11.NEED_DATA:
+                    data = await stream.receive_some(_RECEIVE_BYTES)
+                    received += data
+                    connection.receive_data(bytes(data))
+            except h11.RemoteProtocolError as exc:
+                status = exc.error_status_hint if exc.error_status_hint in _REASONS else 400
+                return _error(status, "malformed request")
+        if timer.cancelled_caught:
+            return _error(408, "the request head did not arrive in time")
+        if not isinstance(event, h11.Request):
+            return None
+        if len(received) - len(connection.trailing_data[0]) > self._limits.max_http_head_bytes:
+            # h11 bounds a head still arriving; this bounds one that arrived whole.
+            return _error(431, "request head too large")
+        if event.http_version not in (b"1.0", b"1.1"):
+            return _error(400, "unsupported HTTP version")
+        return event, bytes(received)
+
+    def _answer(self, request: h11.Request, local_host: str | None) -> bytes:
+        target = request.target.decode("latin-1")
+        if not target.startswith("/"):
+            return _error(400, "the target must be a path")
+        host = _header(request, b"host")
+        if host is None or not self._host_ok(host, local_host):
+            return _error(403, "Host not allowed (DNS rebinding defence)")
+        if request.method != b"GET":
+            return _error(405, "only GET is served here", [("Allow", "GET")])
+        path = target.partition("?")[0].partition("#")[0]
+        if path == self._rpc_path:
+            return _error(426, "this is the WebSocket endpoint", [("Upgrade", "websocket")])
+        site = self.site
+        if site is None:
+            return _error(404, "not found (the monitor page is turned off)")
+        file = site.files.get(path)
+        if file is not None:
+            csp = page_csp(site, host.lower()) if path in site.html_paths else _PLAIN_CSP
+            return _response(200, body=file.body, content_type=file.content_type, csp=csp)
+        location = site.redirects.get(path)
+        if location is not None:
+            return _response(302, [("Location", location)])
+        return _error(404, "not found")
+
+    async def _send(self, stream: trio.abc.Stream, data: bytes) -> None:
+        with trio.move_on_after(self._limits.io_timeout):
+            with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await stream.send_all(data)
+
+    async def _linger(self, stream: trio.abc.Stream, most: float | None = None) -> None:
+        """Half-close and wait (bounded) for the client to close, so that bytes it sent and
+        we did not read (a request we refuse unread, a second request) cannot make the kernel
+        reset the connection before the client has read the response."""
+        if not isinstance(stream, trio.abc.HalfCloseableStream):
+            return
+        timeout = self._limits.io_timeout if most is None else min(most, self._limits.io_timeout)
+        with trio.move_on_after(timeout):
+            with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await stream.send_eof()
+                drained = 0
+                while drained < _DRAIN_BYTES:
+                    data = await stream.receive_some(_RECEIVE_BYTES)
+                    if not data:
+                        break
+                    drained += len(data)
+
+
+def _local_host(stream: trio.abc.Stream) -> str | None:
+    """The address the client connected to (an accepted Host value), when known."""
+    sock = socket_stream(stream)
+    if sock is None:
+        return None
+    try:
+        return str(sock.socket.getsockname()[0])
+    except OSError:
+        return None
+
+
+def _header(request: h11.Request, name: bytes) -> str | None:
+    values = [value for key, value in request.headers if key == name]
+    if len(values) != 1:
+        return None
+    return bytes(values[0]).decode("latin-1")
+
+
+def _is_upgrade(request: h11.Request) -> bool:
+    for key, value in request.headers:
+        if key == b"upgrade" and any(
+            token.strip().lower() == b"websocket" for token in bytes(value).split(b",")
+        ):
+            return True
+    return False
