@@ -198,6 +198,8 @@ class Manager:
                         f"({limits.spawn_timeout:g} s)",
                         command=command,
                     ) from None
+        except OSError as exc:  # out of descriptors (workdir handle, openpty) or memory
+            raise spawn.spawn_failed(command, exc) from None
         finally:
             reservation.release()
         if ready is None:
@@ -259,7 +261,7 @@ class Manager:
             self._refuse(
                 owner,
                 f"owner {owner!r} already has {limits.max_sessions_per_owner} sessions "
-                "(max_sessions_per_owner), none of them ended",
+                "(max_sessions_per_owner), none of them ended and torn down",
             )
         manager_full = len(self._sessions) + self._pending.total() >= limits.max_sessions
         if manager_full and not (
@@ -269,7 +271,7 @@ class Manager:
             self._refuse(
                 owner,
                 f"the manager already runs {limits.max_sessions} sessions "
-                "(max_sessions), none of them ended",
+                "(max_sessions), none of them ended and torn down",
             )
         self._pending[owner] += 1
         return _Reservation(self, owner)
@@ -283,7 +285,9 @@ class Manager:
         )
 
     def _evict_oldest_ended(self, candidates: builtins.list[Session]) -> bool:
-        ended = [s for s in candidates if s.ended and s.id in self._sessions]
+        """Evict the oldest session that has ended *and* is torn down: one still dying
+        (killing, or exited with leftovers in their grace) holds processes and counts."""
+        ended = [s for s in candidates if s.finished and s.id in self._sessions]
         if not ended:
             return False
         victim = min(ended, key=lambda s: s.created_at)
@@ -500,7 +504,10 @@ class Manager:
         lived children cannot fill the pid table before it is torn down."""
         while True:
             await trio.sleep(self.limits.orphan_reap_interval)
-            self._table.reap_orphans(self._table.snapshot())
+            try:
+                self._table.reap_orphans(self._table.snapshot())
+            except OSError as exc:  # out of descriptors for now: try again next time
+                log.warning("orphan reaping skipped: %s", exc)
 
     async def _sweep(self) -> None:
         """At shutdown: end every process carrying this manager's tag that was reparented to

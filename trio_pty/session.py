@@ -38,6 +38,7 @@ _READ_SIZE: Final = 65_536
 _READS_PER_WAKEUP: Final = 64  # then yield, so one flooding session cannot starve the rest
 _WRITE_CHUNK: Final = 16_384
 _SAFE_START_SCAN: Final = 65_536
+_EIO_POLL: Final = 0.05  # how often a master whose slave ends are all closed is retried
 
 
 class Session:
@@ -204,30 +205,48 @@ class Session:
 
     async def _read_output(self) -> None:
         """The hot path: per chunk only store it (and let the stubber look); per wake-up,
-        note the time and wake whoever waits for output."""
-        master, output = self._master, self.output
+        note the time and wake whoever waits for output.
+
+        EIO means every slave end is closed: the output so far is complete (the exit
+        watcher's drain waits for that). But a process of the session can reopen its
+        terminal (`/dev/tty`), and the master stays "readable" (hung up) meanwhile, so from
+        then on the master is polled every _EIO_POLL seconds instead of waited on.
+        """
+        master = self._master
         while True:
             await trio.lowlevel.wait_readable(master)
-            for _ in range(_READS_PER_WAKEUP):
-                try:
-                    data = os.read(master, _READ_SIZE)
-                except BlockingIOError:
-                    break
-                except OSError as exc:
-                    if exc.errno != errno.EIO:
-                        raise
-                    data = b""  # EIO: every slave end is closed
-                if not data:
-                    self._eof.set()
-                    self._wake_readers()
-                    return
-                output.append(data)
-                if not self._drivers:
-                    reply = self._responder.feed(data, self.rows, self.cols)
-                    if reply:
-                        self._write_nowait(reply)
+            while not self._read_available(master):
+                self._eof.set()
+                self._wake_readers()
+                await trio.sleep(_EIO_POLL)
+
+    def _read_available(self, master: int) -> bool:
+        """Read what is there (a bounded number of chunks); False on EIO."""
+        output = self.output
+        got = False
+        for _ in range(_READS_PER_WAKEUP):
+            try:
+                data = os.read(master, _READ_SIZE)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                if exc.errno != errno.EIO:
+                    raise
+                data = b""
+            if not data:
+                if got:
+                    break  # report what we have; the next round sees the EIO again
+                return False
+            got = True
+            output.append(data)
+            if not self._drivers:
+                reply = self._responder.feed(data, self.rows, self.cols)
+                if reply:
+                    self._write_nowait(reply)
+        if got:
             self._last_output_at = trio.current_time()
             self._wake_readers()
+        return True
 
     def _wake_readers(self) -> None:
         if self._output_lot:
@@ -324,7 +343,13 @@ class Session:
         returncode = process.returncode
         if returncode is not None:
             self._record_exit(returncode)
-        if report.survivors:
+        if report.blind:
+            self.error = (
+                "could not read /proc to confirm that the session's processes are gone "
+                "(out of file descriptors); its process groups were signalled"
+            )
+            log.error("session %s: %s", self.id, self.error)
+        elif report.survivors:
             self.error = (
                 f"processes still alive after close_timeout "
                 f"({self._limits.close_timeout:g} s): {report.survivors}"

@@ -19,6 +19,7 @@ The only I/O in policy/ lives here: plain `os` calls on the workdir, no trio.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import warnings
@@ -435,11 +436,15 @@ class WorkdirHandle:
         return f"<WorkdirHandle {self.path!r} {state} inside_root={self.inside_root}>"
 
 
+_OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+
+
 def open_workdir(path: str | None, *, root: str) -> WorkdirHandle:
     """Resolve `path` (relative to `root`; None means `root`) and open it as a directory.
 
     A missing, non-directory or unopenable path is `InvalidInput("workdir", ...)` naming the
-    OS reason and the resolved path.
+    OS reason and the resolved path; running out of descriptors or memory is not the
+    caller's fault and stays an OSError.
     """
     root_real = os.path.realpath(root)
     requested = root_real if path is None else os.path.join(root_real, path)
@@ -450,6 +455,8 @@ def open_workdir(path: str | None, *, root: str) -> WorkdirHandle:
     try:
         fd = os.open(resolved, _OPEN_FLAGS)
     except OSError as exc:
+        if exc.errno in _OUT_OF_RESOURCES:
+            raise  # the machine's trouble, not the caller's input: the spawn reports it
         reason = os.strerror(exc.errno) if exc.errno is not None else str(exc)
         raise InvalidInput("workdir", f"{reason}: {resolved}") from None
     except ValueError as exc:  # embedded NUL

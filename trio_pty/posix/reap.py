@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import math
 import os
 import signal
@@ -67,10 +68,17 @@ class ProcEntry:
         return self.state in ("Z", "X")
 
 
+OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+
+
 def _read_stat(pid: int) -> ProcEntry | None:
+    """The process's stat line, or None when it is gone. Running out of descriptors raises:
+    a process we could not look at is not a process that is gone."""
     try:
         fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+    except OSError as exc:
+        if exc.errno in OUT_OF_RESOURCES:
+            raise
         return None
     try:
         raw = os.read(fd, 4096)
@@ -139,10 +147,15 @@ class Snapshot:
         return self._tagged.get((manager_id, session_id), [])
 
     def _tags(self, entry: ProcEntry) -> object:
+        """Cached by (pid, start time), but only when found: /proc/PID/environ reads empty
+        while a process execs, and exec keeps the pid and the start time."""
         key = (entry.pid, entry.start_time)
-        if key not in self._tag_cache:
-            self._tag_cache[key] = read_tags(entry.pid)
-        return self._tag_cache[key]
+        tags = self._tag_cache.get(key)
+        if tags is None:
+            tags = read_tags(entry.pid)
+            if tags is not None:
+                self._tag_cache[key] = tags
+        return tags
 
     def with_tags_of(self, manager_id: str, *, orphans_only: bool = False) -> list[ProcEntry]:
         """Living processes carrying this manager's tag, wherever they are now. With
@@ -211,6 +224,7 @@ class ProcessTable:
         self._reaped: Snapshot | None = None
         self._tag_cache: dict[tuple[int, int], object] = {}
         self._members: set[tuple[int, int]] = set()
+        self._member_sids: set[int] = set()
 
     def snapshot(self, *, not_before: float | None = None, throttle: bool = True) -> Snapshot:
         """A snapshot taken at or after `not_before`, or else (with `throttle`) the newest
@@ -230,17 +244,27 @@ class ProcessTable:
         live = {(e.pid, e.start_time) for e in entries.values()}
         self._tag_cache = {k: v for k, v in self._tag_cache.items() if k in live}
         self._members &= live
+        self._member_sids &= {e.sid for e in entries.values()}
         self._snapshot = Snapshot(entries, self._tag_cache)
         done = self._clock()
         self._taken, self._ready_again = taken, done + _SCAN_DUTY * (done - taken)
         return self._snapshot
 
     def note_members(self, entries: Iterable[ProcEntry]) -> None:
-        """Remember processes identified as a session's (never pass a leader)."""
-        self._members.update((e.pid, e.start_time) for e in entries)
+        """Remember processes identified as a session's (never pass a leader), and their
+        session ids."""
+        for entry in entries:
+            self._members.add((entry.pid, entry.start_time))
+            self._member_sids.add(entry.sid)
 
     def is_member(self, entry: ProcEntry) -> bool:
-        return (entry.pid, entry.start_time) in self._members
+        """Known as a session's process, or the leader of a session that holds one: the
+        daemon(3) idiom's middle process calls setsid, forks and dies before any scan sees
+        it, but its child (tagged, and in its session) is seen, and sessions are inherited,
+        so the middle process descends from ours too."""
+        return (entry.pid, entry.start_time) in self._members or (
+            entry.sid == entry.pid and entry.pid in self._member_sids
+        )
 
     def reap_orphans(self, snapshot: Snapshot) -> None:
         """Reap our dead children that were certainly adopted or known session members;
@@ -255,7 +279,10 @@ class ProcessTable:
 
     def reap_member(self, pid: int, start_time: int) -> None:
         """Reap one known member if it is now our zombie (checked by start time first)."""
-        entry = _read_stat(pid)
+        try:
+            entry = _read_stat(pid)
+        except OSError:
+            return
         if (
             entry is not None
             and entry.start_time == start_time
@@ -306,6 +333,8 @@ class TeardownReport:
     signalled: int
     killed: int
     survivors: list[int]
+    blind: bool = False
+    """The last look at /proc failed (out of descriptors): survivors are unknown."""
 
 
 Finder = Callable[[Snapshot], dict[int, ProcEntry]]
@@ -355,10 +384,19 @@ async def terminate(
     leader_gone = trio.Event()
     killed = 0
 
-    def alive_members(not_before: float) -> dict[int, ProcEntry]:
-        # Once SIGKILL is out, every millisecond counts: no throttle (deaths are quick).
-        snapshot = table.snapshot(not_before=not_before, throttle=current == signal.SIGTERM)
-        members = find(snapshot)
+    def alive_members(not_before: float, *, confirm: bool = False) -> dict[int, ProcEntry] | None:
+        """The living members in a snapshot taken since `not_before`; None when /proc
+        cannot be read (out of descriptors): then only the groups can be signalled."""
+        # A confirmation, and every round once SIGKILL is out (deaths are quick), must see
+        # a new scan: no throttle.
+        throttle = current == signal.SIGTERM and not confirm
+        try:
+            snapshot = table.snapshot(not_before=not_before, throttle=throttle)
+            members = find(snapshot)
+        except OSError as exc:
+            if exc.errno not in OUT_OF_RESOURCES:
+                raise
+            return None
         # Any member but the leader can only become our child by adoption.
         others = [e for e in members.values() if leader is None or e.pid != leader.pid]
         table.note_members(others)
@@ -389,7 +427,7 @@ async def terminate(
         await process.wait()
         leader_gone.set()
 
-    survivors: dict[int, ProcEntry] = {}
+    survivors: dict[int, ProcEntry] | None = {}
     current = signal.SIGTERM
     with trio.move_on_at(deadline):
         async with trio.open_nursery() as nursery:
@@ -398,10 +436,27 @@ async def terminate(
             # Any scan from the last moments will do to start: later rounds catch the rest.
             survivors = alive_members(trio.current_time() - _FIRST_SCAN_MAX_AGE)
             interval = _FIRST_TICK
-            while survivors or leader_running():
+            confirmed = False
+            while True:
+                if survivors == {} and not leader_running():
+                    if confirmed:
+                        break
+                    # Nothing alive: confirm with a scan whose listing starts after this
+                    # moment. One snapshot is not atomic: a child forked just before its
+                    # parent died can be missing from a listing taken before the fork,
+                    # while the parent's death shows in its stat line read later.
+                    survivors = alive_members(trio.current_time(), confirm=True)
+                    confirmed = True
+                    continue
+                confirmed = False
+                if survivors is None and current == signal.SIGKILL and not leader_running():
+                    # Blind (no descriptor to read /proc with): the groups have had SIGKILL
+                    # and the leader is reaped; waiting longer would not let us see more.
+                    break
                 if current == signal.SIGTERM and trio.current_time() >= kill_at:
-                    current, interval, killed = signal.SIGKILL, _FIRST_TICK, len(survivors)
-                send(survivors, current)
+                    current, interval = signal.SIGKILL, _FIRST_TICK
+                    killed = len(survivors or {})
+                send(survivors or {}, current)
                 wake = trio.Event() if leader_gone.is_set() else leader_gone
                 fresh_since = trio.current_time()  # if the grace ends first: a newer scan
                 with trio.move_on_at(kill_at if current == signal.SIGTERM else math.inf):
@@ -412,4 +467,9 @@ async def terminate(
     # A last pass for members that became our zombies since the last scan.
     for pid, start_time in seen:
         table.reap_member(pid, start_time)
-    return TeardownReport(signalled=len(signalled), killed=killed, survivors=sorted(survivors))
+    return TeardownReport(
+        signalled=len(signalled),
+        killed=killed,
+        survivors=sorted(survivors or {}),
+        blind=survivors is None,
+    )

@@ -66,6 +66,14 @@ def foreground_group(master: int) -> int | None:
     return pgid if pgid > 1 else None
 
 
+def spawn_failed(command: str, exc: OSError) -> SpawnFailed:
+    """The SpawnFailed for an OS error while starting `command`, naming the reason."""
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        reason = f"{reason} (file descriptor limit reached)"
+    return SpawnFailed(f"Cannot run {command}: {reason}", command=command)
+
+
 def resolve_command(command: str, *, path: str, cwd: str) -> str:
     """Find the executable the way execvp would, so that a bad command fails here, with the
     OS reason, instead of as a message from the setsid helper inside the PTY."""
@@ -129,9 +137,6 @@ async def start_child(
             restore_signals=True,
         )
     except OSError as exc:
-        reason = exc.strerror or str(exc)
-        if exc.errno in (errno.EMFILE, errno.ENFILE):
-            reason = f"{reason} (file descriptor limit reached)"
-        raise SpawnFailed(f"Cannot run {command}: {reason}", command=command) from None
+        raise spawn_failed(command, exc) from None
     except subprocess.SubprocessError as exc:
         raise SpawnFailed(f"Cannot run {command}: {exc}", command=command) from None
