@@ -23,19 +23,14 @@ are cursors into the session's ring and simply lag, exit notifications give up a
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import logging
-import os
 import signal
 import sys
 import time
-import tomllib
-import urllib.parse
-from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 from functools import partial
-from typing import Any, Final, Literal, TextIO
+from typing import Any, Final, TextIO
 
 import attrs
 import trio
@@ -51,8 +46,19 @@ from trio_pty.limits import Limits
 from trio_pty.manager import Manager, open_manager
 from trio_pty.model import ExitEvent, OutputChunk
 from trio_pty.policy.authorize import RulesAuthorizer
-from trio_pty.policy.environment import deny_rules
+from trio_pty.policy.environment import EnvMode, deny_rules
 from trio_pty.rpc import protocol
+from trio_pty.rpc.config import ConfigError, ServeConfig, load_config, parse_config
+from trio_pty.rpc.handshake import (
+    RPC_PATH,
+    Rejection,
+    acceptable_hosts,
+    check_handshake,
+    format_page_url,
+    format_url,
+    is_loopback,
+    page_origins,
+)
 from trio_pty.rpc.http import HttpFront, Site, socket_stream
 from trio_pty.rpc.methods import (
     CANCEL_METHOD,
@@ -85,6 +91,7 @@ __all__ = [
     "load_config",
     "open_server",
     "page_origins",
+    "parse_config",
     "serve_until_signalled",
 ]
 
@@ -92,7 +99,6 @@ log = logging.getLogger("trio_pty.server")
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8765
-RPC_PATH: Final = "/rpc"
 # `trio-pty serve` prints the monitor page's URL on stderr after this prefix.
 PAGE_LINE_PREFIX: Final = "monitor page: "
 
@@ -100,7 +106,6 @@ CLOSE_NORMAL: Final = 1000
 CLOSE_GOING_AWAY: Final = 1001
 CLOSE_TOO_BIG: Final = 1009
 
-_LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
 _BUSY_RESPONSE: Final = (
     b"HTTP/1.1 503 Service Unavailable\r\n"
     b"Content-Type: text/plain; charset=utf-8\r\n"
@@ -109,11 +114,9 @@ _BUSY_RESPONSE: Final = (
     b"too many connections (try later)\n"
 )
 
-EnvMode = Literal["inherit", "fixed"]
-
 
 # --------------------------------------------------------------------------------------------
-# Options and the config file
+# Options
 
 
 @attrs.frozen(kw_only=True)
@@ -137,225 +140,6 @@ class ServerOptions:
     def _check_token(self, attribute: attrs.Attribute[str], value: str) -> None:
         if not value:
             raise ValueError("the token must not be empty")
-
-
-class ConfigError(ValueError):
-    """The config file is unreadable or malformed; the message says where and what."""
-
-
-@attrs.frozen(kw_only=True)
-class ServeConfig:
-    """What `--config FILE` may set. Command-line options win over the file."""
-
-    limits: Limits = attrs.Factory(Limits)
-    root: str | None = None
-    env_mode: EnvMode = "inherit"
-    env_deny: tuple[str, ...] = ()
-    authorizer: RulesAuthorizer | None = None
-    host: str | None = None
-    port: int | None = None
-    allow_origins: tuple[str, ...] = ()
-    allow_hosts: tuple[str, ...] = ()
-
-
-_CONFIG_KEYS: Final = (
-    "host",
-    "port",
-    "root",
-    "env_mode",
-    "env_deny",
-    "allow_origins",
-    "allow_hosts",
-    "limits",
-    "permissions",
-)
-
-
-def _strings(path: str, key: str, value: object) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise ConfigError(f"{path}: {key} must be an array of strings")
-    return tuple(value)
-
-
-def load_config(path: str) -> ServeConfig:
-    """Read and validate a TOML config file; ConfigError names the offending key."""
-    try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    return parse_config(data, source=path)
-
-
-def parse_config(data: Mapping[str, Any], *, source: str = "config") -> ServeConfig:
-    """Validate an already parsed config table (see docs/protocol.md for the format)."""
-    unknown = sorted(set(data) - set(_CONFIG_KEYS))
-    if unknown:
-        raise ConfigError(
-            f"{source}: unknown key(s): {', '.join(unknown)} (known: {', '.join(_CONFIG_KEYS)})"
-        )
-    fields: dict[str, Any] = {}
-    if "limits" in data:
-        table = data["limits"]
-        if not isinstance(table, dict):
-            raise ConfigError(f"{source}: [limits] must be a table")
-        try:
-            fields["limits"] = structure(table, Limits)
-        except protocol.InvalidParams as exc:
-            raise ConfigError(f"{source}: [limits] {exc.message}") from None
-    if "root" in data:
-        root = data["root"]
-        if not isinstance(root, str) or not root:
-            raise ConfigError(f"{source}: root must be a non-empty string")
-        root = os.path.expanduser(root)
-        if not os.path.isdir(root):
-            raise ConfigError(f"{source}: root is not a directory: {root}")
-        fields["root"] = root
-    if "env_mode" in data:
-        mode = data["env_mode"]
-        if mode not in ("inherit", "fixed"):
-            raise ConfigError(f'{source}: env_mode must be "inherit" or "fixed", got {mode!r}')
-        fields["env_mode"] = mode
-    for key in ("env_deny", "allow_origins", "allow_hosts"):
-        if key in data:
-            fields[key] = _strings(source, key, data[key])
-    if "host" in data:
-        if not isinstance(data["host"], str) or not data["host"]:
-            raise ConfigError(f"{source}: host must be a non-empty string")
-        fields["host"] = data["host"]
-    if "port" in data:
-        port = data["port"]
-        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-            raise ConfigError(f"{source}: port must be an integer 0..65535")
-        fields["port"] = port
-    if "permissions" in data:
-        try:
-            fields["authorizer"] = RulesAuthorizer.from_config(data["permissions"])
-        except ValueError as exc:
-            raise ConfigError(f"{source}: [permissions] {exc}") from None
-    return ServeConfig(**fields)
-
-
-# --------------------------------------------------------------------------------------------
-# The handshake
-
-
-@attrs.frozen
-class Rejection:
-    """Why an upgrade request is refused: an HTTP status and a short plain-text reason."""
-
-    status: int
-    reason: str
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def _host_literal(host: str) -> str:
-    """How a host appears in a URL or a Host header (IPv6 in brackets)."""
-    if ":" in host and not host.startswith("["):
-        return f"[{host}]"
-    return host
-
-
-def format_url(host: str, port: int, path: str = RPC_PATH, token: str | None = None) -> str:
-    url = f"ws://{_host_literal(host)}:{port}{path}"
-    if token is not None:
-        url += "?" + urllib.parse.urlencode({"token": token})
-    return url
-
-
-def format_page_url(host: str, port: int, token: str | None = None) -> str:
-    """The monitor page's URL (`http://HOST:PORT/`, with `?token=` when given)."""
-    url = f"http://{_host_literal(host)}:{port}/"
-    if token is not None:
-        url += "?" + urllib.parse.urlencode({"token": token})
-    return url
-
-
-def page_origins(hosts: Iterable[str]) -> frozenset[str]:
-    """The origins of the monitor page as served under each acceptable Host value."""
-    return frozenset(f"http://{host}" for host in hosts)
-
-
-def acceptable_hosts(
-    *, bound_host: str, port: int, allowed: Iterable[str], local_host: str | None = None
-) -> frozenset[str]:
-    """The Host header values that name this server (lower case).
-
-    The loopback names and the bound address with the bound port, the address the client
-    actually connected to (an IP literal cannot be rebound), and each explicitly allowed
-    host, taken as given and, when it has no port, with the bound port.
-    """
-    names = {*_LOOPBACK_NAMES, _host_literal(bound_host)}
-    if local_host:
-        names.add(_host_literal(local_host))
-    hosts = {f"{name}:{port}" for name in names}
-    if port == 80:
-        hosts |= names
-    for entry in allowed:
-        hosts.add(entry)
-        if not entry.endswith("]") and ":" not in entry:
-            hosts.add(f"{entry}:{port}")
-    return frozenset(host.lower() for host in hosts)
-
-
-def _tokens_match(candidate: str, token: str) -> bool:
-    return hmac.compare_digest(candidate.encode("utf-8"), token.encode("utf-8"))
-
-
-def check_handshake(
-    *,
-    target: str,
-    host: str | None,
-    headers: Sequence[tuple[bytes, bytes]],
-    token: str,
-    hosts: Collection[str],
-    origins: Collection[str],
-    path: str = RPC_PATH,
-) -> Rejection | None:
-    """Decide on an upgrade request before any JSON is read. Pure.
-
-    Order: Host (403), Origin (403), path (404), token (401). `hosts` are lower-case Host
-    values (`acceptable_hosts`), `origins` exact Origin strings. The token may come as
-    `Authorization: Bearer TOKEN` or `?token=TOKEN`; every token presented must match
-    (compared in constant time) and at least one must be present.
-    """
-    if host is None or host.lower() not in hosts:
-        return Rejection(403, "Host not allowed (DNS rebinding defence)")
-    origin_values = [value for name, value in headers if name.lower() == b"origin"]
-    if origin_values:
-        if len(origin_values) > 1:
-            return Rejection(403, "more than one Origin header")
-        origin = origin_values[0].decode("latin-1")
-        if origin not in origins:
-            return Rejection(403, "Origin not allowed")
-    split = urllib.parse.urlsplit(target)
-    if split.path != path:
-        return Rejection(404, f"no such endpoint (use {path})")
-    candidates: list[str] = []
-    try:
-        query = urllib.parse.parse_qs(split.query, keep_blank_values=True, errors="strict")
-    except (UnicodeDecodeError, ValueError):
-        return Rejection(401, "missing or wrong token")
-    candidates.extend(query.get("token", []))
-    for name, value in headers:
-        if name.lower() == b"authorization":
-            scheme, _, credentials = value.decode("latin-1").strip().partition(" ")
-            if scheme.lower() != "bearer":
-                return Rejection(401, "missing or wrong token")
-            candidates.append(credentials.strip())
-    if not candidates or not all(_tokens_match(c, token) for c in candidates):
-        return Rejection(401, "missing or wrong token")
-    return None
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,143 @@
+"""Deciding on a WebSocket upgrade request before any JSON is read: Host (against DNS
+rebinding), Origin (against cross-site WebSocket hijacking), path and token. Pure functions,
+shared by the RPC server and the HTTP front that serves the monitor page."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import urllib.parse
+from collections.abc import Collection, Iterable, Sequence
+from typing import Final
+
+import attrs
+
+__all__ = [
+    "RPC_PATH",
+    "Rejection",
+    "acceptable_hosts",
+    "check_handshake",
+    "format_page_url",
+    "format_url",
+    "is_loopback",
+    "page_origins",
+]
+
+RPC_PATH: Final = "/rpc"
+_LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
+
+
+@attrs.frozen
+class Rejection:
+    """Why an upgrade request is refused: an HTTP status and a short plain-text reason."""
+
+    status: int
+    reason: str
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_literal(host: str) -> str:
+    """How a host appears in a URL or a Host header (IPv6 in brackets)."""
+    if ":" in host and not host.startswith("["):
+        return f"[{host}]"
+    return host
+
+
+def format_url(host: str, port: int, path: str = RPC_PATH, token: str | None = None) -> str:
+    url = f"ws://{_host_literal(host)}:{port}{path}"
+    if token is not None:
+        url += "?" + urllib.parse.urlencode({"token": token})
+    return url
+
+
+def format_page_url(host: str, port: int, token: str | None = None) -> str:
+    """The monitor page's URL (`http://HOST:PORT/`, with `?token=` when given)."""
+    url = f"http://{_host_literal(host)}:{port}/"
+    if token is not None:
+        url += "?" + urllib.parse.urlencode({"token": token})
+    return url
+
+
+def page_origins(hosts: Iterable[str]) -> frozenset[str]:
+    """The origins of the monitor page as served under each acceptable Host value."""
+    return frozenset(f"http://{host}" for host in hosts)
+
+
+def acceptable_hosts(
+    *, bound_host: str, port: int, allowed: Iterable[str], local_host: str | None = None
+) -> frozenset[str]:
+    """The Host header values that name this server (lower case).
+
+    The loopback names and the bound address with the bound port, the address the client
+    actually connected to (an IP literal cannot be rebound), and each explicitly allowed
+    host, taken as given and, when it has no port, with the bound port.
+    """
+    names = {*_LOOPBACK_NAMES, _host_literal(bound_host)}
+    if local_host:
+        names.add(_host_literal(local_host))
+    hosts = {f"{name}:{port}" for name in names}
+    if port == 80:
+        hosts |= names
+    for entry in allowed:
+        hosts.add(entry)
+        if not entry.endswith("]") and ":" not in entry:
+            hosts.add(f"{entry}:{port}")
+    return frozenset(host.lower() for host in hosts)
+
+
+def _tokens_match(candidate: str, token: str) -> bool:
+    return hmac.compare_digest(candidate.encode("utf-8"), token.encode("utf-8"))
+
+
+def check_handshake(
+    *,
+    target: str,
+    host: str | None,
+    headers: Sequence[tuple[bytes, bytes]],
+    token: str,
+    hosts: Collection[str],
+    origins: Collection[str],
+    path: str = RPC_PATH,
+) -> Rejection | None:
+    """Decide on an upgrade request before any JSON is read. Pure.
+
+    Order: Host (403), Origin (403), path (404), token (401). `hosts` are lower-case Host
+    values (`acceptable_hosts`), `origins` exact Origin strings. The token may come as
+    `Authorization: Bearer TOKEN` or `?token=TOKEN`; every token presented must match
+    (compared in constant time) and at least one must be present.
+    """
+    if host is None or host.lower() not in hosts:
+        return Rejection(403, "Host not allowed (DNS rebinding defence)")
+    origin_values = [value for name, value in headers if name.lower() == b"origin"]
+    if origin_values:
+        if len(origin_values) > 1:
+            return Rejection(403, "more than one Origin header")
+        origin = origin_values[0].decode("latin-1")
+        if origin not in origins:
+            return Rejection(403, "Origin not allowed")
+    split = urllib.parse.urlsplit(target)
+    if split.path != path:
+        return Rejection(404, f"no such endpoint (use {path})")
+    candidates: list[str] = []
+    try:
+        query = urllib.parse.parse_qs(split.query, keep_blank_values=True, errors="strict")
+    except (UnicodeDecodeError, ValueError):
+        return Rejection(401, "missing or wrong token")
+    candidates.extend(query.get("token", []))
+    for name, value in headers:
+        if name.lower() == b"authorization":
+            scheme, _, credentials = value.decode("latin-1").strip().partition(" ")
+            if scheme.lower() != "bearer":
+                return Rejection(401, "missing or wrong token")
+            candidates.append(credentials.strip())
+    if not candidates or not all(_tokens_match(c, token) for c in candidates):
+        return Rejection(401, "missing or wrong token")
+    return None
