@@ -70,3 +70,14 @@ def numbers_in(text: str) -> list[int]:
 
 def own_fd_count() -> int:
     return len(os.listdir("/proc/self/fd"))
+
+
+def tagged_by_session(manager: Manager) -> dict[str, list[int]]:
+    """Living processes carrying this manager's tag, grouped by session id (one /proc scan)."""
+    snapshot = reap.ProcessTable().snapshot()
+    found: dict[str, list[int]] = {}
+    for entry in snapshot.with_tags_of(manager.id):
+        tags = reap.read_tags(entry.pid)
+        if tags is not None:
+            found.setdefault(tags[1], []).append(entry.pid)
+    return found

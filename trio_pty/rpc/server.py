@@ -2,8 +2,8 @@
 
 Layers, each usable on its own:
 
-- `check_handshake`: a pure function deciding whether an upgrade request may proceed
-  (path, Host, Origin, token), so it can be unit-tested and reused by another front end.
+- `handshake.check_handshake` (its own module): the pure decision on an upgrade request
+  (Host, Origin, path, token); `config.py` holds the `--config` file format.
 - `RpcServer.handle_stream(stream)`: serves one already-accepted byte stream (runs the
   WebSocket handshake, then the checks, then the connection). It does not care how the
   stream was accepted, so an HTTP front end can hand streams over.
