@@ -139,3 +139,20 @@ async def test_closing_manager_refuses_spawns() -> None:
             pass
         with pytest.raises(errors.ManagerClosing):
             await manager.spawn("true", description="late")
+
+
+async def test_a_spawn_at_the_quota_waits_for_an_ended_session_still_dying() -> None:
+    """Its leftovers ignore SIGTERM, so the exited session is torn down only after the
+    grace: a spawn at the quota waits for that rather than being refused (or evicting a
+    session whose processes still run)."""
+    limits = Limits(terminate_grace=0.5, max_sessions=8, max_sessions_per_owner=1)
+    script = "sh -c \"trap '' HUP TERM; sleep 100\" & echo bye"
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(limits) as manager:
+            first = await manager.spawn("sh", ["-c", script], owner="o", description="1")
+            await wait_for_status(manager, first.id, "exited", owner="o")
+            start = trio.current_time()
+            second = await manager.spawn("sleep", ["100"], owner="o", description="2")
+            assert trio.current_time() - start < limits.terminate_grace + 1
+            assert [s.id for s in manager.list("o")] == [second.id]
+            assert tagged_processes(manager, first.id) == []

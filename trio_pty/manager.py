@@ -151,7 +151,7 @@ class Manager:
         validate.window(rows, cols, limits)
         ready_pattern = self._check_wait(ready)
 
-        reservation = self._reserve(owner)
+        reservation = await self._reserve_or_wait(owner)
         try:
             with open_workdir(workdir, root=self.root) as handle:
                 await authorize_spawn(
@@ -249,6 +249,23 @@ class Manager:
             raise errors.ManagerClosing()
         if owner in self._deleted:
             raise errors.OwnerDeleted(owner)
+
+    async def _reserve_or_wait(self, owner: str) -> _Reservation:
+        """Reserve a slot; when the quota is full only because ended sessions are still
+        being torn down (their leftovers in the grace period), wait for the oldest of them
+        (bounded by close_timeout) and try once more, rather than refusing a caller who just
+        saw it exit. The reservation itself is still taken with no await before it."""
+        try:
+            return self._reserve(owner)
+        except errors.LimitExceeded:
+            dying = [s for s in self._sessions.values() if s.ended and not s.finished]
+            own = [s for s in dying if s.owner == owner]
+            if not (own or dying):
+                raise
+            oldest = min(own or dying, key=lambda s: s.created_at)
+            with trio.move_on_after(self.limits.close_timeout):
+                await oldest.wait_finished()
+        return self._reserve(owner)
 
     def _reserve(self, owner: str) -> _Reservation:
         """Take a slot for a spawn before its first await, evicting an ended session of the

@@ -392,6 +392,10 @@ class Session:
         torn down, or it was removed."""
         return self._exit_recorded.is_set() or self._finished.is_set() or self._removed
 
+    async def wait_finished(self) -> None:
+        """Until teardown is complete: no process left, master fd closed."""
+        await self._finished.wait()
+
     async def wait_complete(self) -> None:
         """Until no more output can come (see `output_complete`)."""
         while not self.output_complete:

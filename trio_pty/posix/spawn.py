@@ -95,7 +95,8 @@ def resolve_command(command: str, *, path: str, cwd: str) -> str:
         return candidate
     if reasons:
         raise SpawnFailed(reasons[0], command=command)
-    raise SpawnFailed(f"Command not found: {command} (searched PATH={path})", command=command)
+    # Not naming the directories searched: the server's PATH is no business of a client's.
+    raise SpawnFailed(f"Command not found: {command} (not on the session's PATH)", command=command)
 
 
 def _check_executable(candidate: str, command: str) -> None:

@@ -123,12 +123,20 @@ def socket_stream(stream: trio.abc.Stream) -> trio.SocketStream | None:
 
 
 class ReplayStream(trio.abc.HalfCloseableStream):
-    """A stream that first gives back `replay` (bytes already read from `transport_stream`),
-    then reads on from it. Sending and closing go straight through."""
+    """A stream that first gives back `replay` (the request head already read from
+    `transport_stream`), then reads on from it. Sending and closing go straight through.
 
-    def __init__(self, transport_stream: trio.abc.Stream, replay: bytes) -> None:
+    Bytes that came in with the head (`held`: a client that sends frames before the 101, as
+    RFC 6455 forbids but some do) are held back until the first send, i.e. until the
+    WebSocket layer has answered the handshake: wsproto's server side drops whatever arrives
+    before it switches protocols, and the requests in it would never be answered.
+    """
+
+    def __init__(self, transport_stream: trio.abc.Stream, replay: bytes, held: bytes = b"") -> None:
         self.transport_stream = transport_stream
         self._replay = replay
+        self._held = held
+        self._answered = trio.Event()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         if self._replay:
@@ -136,10 +144,16 @@ class ReplayStream(trio.abc.HalfCloseableStream):
             size = len(self._replay) if max_bytes is None else max_bytes
             data, self._replay = self._replay[:size], self._replay[size:]
             return data
+        if self._held:
+            await self._answered.wait()
+            size = len(self._held) if max_bytes is None else max_bytes
+            data, self._held = self._held[:size], self._held[size:]
+            return data
         return await self.transport_stream.receive_some(max_bytes)
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         await self.transport_stream.send_all(data)
+        self._answered.set()
 
     async def wait_send_all_might_not_block(self) -> None:
         await self.transport_stream.wait_send_all_might_not_block()
@@ -248,7 +262,7 @@ class HttpFront:
             return False  # closed before a request
         elif _is_upgrade(request[0]):
             self._scopes.discard(scope)  # from here on the RPC server owns the connection
-            await self._upgrade(ReplayStream(stream, request[1]))
+            await self._upgrade(ReplayStream(stream, request[1], request[2]))
             return True
         else:
             response = self._answer(request[0], _local_host(stream))
@@ -258,9 +272,11 @@ class HttpFront:
         await self._linger(stream)
         return False
 
-    async def _read_head(self, stream: trio.abc.Stream) -> tuple[h11.Request, bytes] | bytes | None:
-        """The request and every byte read so far; or the error response to send; or None
-        when the client closed before sending a request."""
+    async def _read_head(
+        self, stream: trio.abc.Stream
+    ) -> tuple[h11.Request, bytes, bytes] | bytes | None:
+        """The request, its head's bytes and any bytes read after the head; or the error
+        response to send; or None when the client closed before sending a request."""
         connection = h11.Connection(
             h11.SERVER, max_incomplete_event_size=self._limits.max_http_head_bytes
         )
@@ -279,12 +295,13 @@ class HttpFront:
             return _error(408, "the request head did not arrive in time")
         if not isinstance(event, h11.Request):
             return None
-        if len(received) - len(connection.trailing_data[0]) > self._limits.max_http_head_bytes:
+        head = len(received) - len(connection.trailing_data[0])
+        if head > self._limits.max_http_head_bytes:
             # h11 bounds a head still arriving; this bounds one that arrived whole.
             return _error(431, "request head too large")
         if event.http_version not in (b"1.0", b"1.1"):
             return _error(400, "unsupported HTTP version")
-        return event, bytes(received)
+        return event, bytes(received[:head]), bytes(received[head:])
 
     def _answer(self, request: h11.Request, local_host: str | None) -> bytes:
         target = request.target.decode("latin-1")
