@@ -604,8 +604,7 @@ async def open_manager(
                 manager._closing = True
                 now = trio.current_time()
                 for session in manager._running:
-                    # Every session's grace counts from now, however long unwinding takes.
-                    session.request_stop(kill=True, at=now)
+                    session.shut_down(now)  # every grace counts from this one moment
                 nursery.start_soon(manager._sweep)
                 nursery.cancel_scope.cancel()
     finally:

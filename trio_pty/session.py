@@ -103,6 +103,8 @@ class Session:
         self._torn_down = False
         self._removed = False
         self._stop_at: float | None = None
+        self._notifying: trio.CancelScope | None = None
+        self._shut_down = False
 
     # ----------------------------------------------------------------- public state
 
@@ -189,6 +191,14 @@ class Session:
         self._removed = True
         self._wake_readers()
 
+    def shut_down(self, at: float) -> None:
+        """The manager is closing: tear down (counting the grace from `at`, the same moment
+        for every session) and cut off an exit notification in progress."""
+        self._shut_down = True
+        self.request_stop(kill=True, at=at)
+        if self._notifying is not None:
+            self._notifying.cancel()
+
     def request_stop(self, *, kill: bool, at: float | None = None) -> None:
         """Start the teardown (kill=True marks the session as being killed). `at` is when
         it was asked for: the grace and the deadline count from then."""
@@ -196,6 +206,12 @@ class Session:
             self._stop_at = trio.current_time() if at is None else at
         if kill and self.status == "running":
             self.status = "killing"
+            # SIGTERM the groups at once, before the teardown's first scan: with hundreds of
+            # sessions stopping together, a flooding program otherwise keeps a core busy
+            # until its own teardown gets round to it.
+            for pgid in self._signalable_groups():
+                reap.signal_group(pgid, signal.SIGTERM)
+                reap.signal_group(pgid, signal.SIGCONT)
         self._stop.set()
 
     async def kill(self) -> None:
@@ -280,11 +296,13 @@ class Session:
         self._notified = True
         event = self.exit_event()
         with trio.move_on_after(self._limits.notification_timeout) as scope:
+            self._notifying = scope
             try:
                 await on_exit(event)
             except Exception:
                 log.exception("exit callback failed for session %s", self.id)
-        if scope.cancelled_caught:
+        self._notifying = None
+        if scope.cancelled_caught and not self._shut_down:
             log.warning(
                 "exit callback for session %s did not return within %g s; cut off",
                 self.id,

@@ -133,6 +133,8 @@ class Snapshot:
             self.by_pgid[entry.pgid].append(entry.pid)
             self.children[entry.ppid].append(entry.pid)
         self._tag_cache = tag_cache
+        # When the scan started and finished (on the table's clock).
+        self.taken = self.done = -math.inf
         self._tagged: dict[tuple[str, str], list[int]] | None = None
 
     def tagged(self, manager_id: str, session_id: str) -> list[int]:
@@ -247,6 +249,7 @@ class ProcessTable:
         self._member_sids &= {e.sid for e in entries.values()}
         self._snapshot = Snapshot(entries, self._tag_cache)
         done = self._clock()
+        self._snapshot.taken, self._snapshot.done = taken, done
         self._taken, self._ready_again = taken, done + _SCAN_DUTY * (done - taken)
         return self._snapshot
 
@@ -381,15 +384,15 @@ async def terminate(
     """
     seen: set[tuple[int, int]] = set()
     signalled: dict[tuple[int, int], int] = {}
+    last_taken = last_done = -math.inf
     leader_gone = trio.Event()
     killed = 0
 
-    def alive_members(not_before: float, *, confirm: bool = False) -> dict[int, ProcEntry] | None:
+    def alive_members(not_before: float) -> dict[int, ProcEntry] | None:
         """The living members in a snapshot taken since `not_before`; None when /proc
         cannot be read (out of descriptors): then only the groups can be signalled."""
-        # A confirmation, and every round once SIGKILL is out (deaths are quick), must see
-        # a new scan: no throttle.
-        throttle = current == signal.SIGTERM and not confirm
+        # Once SIGKILL is out, every round must see a new scan (deaths are quick).
+        throttle = current == signal.SIGTERM
         try:
             snapshot = table.snapshot(not_before=not_before, throttle=throttle)
             members = find(snapshot)
@@ -402,6 +405,8 @@ async def terminate(
         table.note_members(others)
         seen.update((e.pid, e.start_time) for e in others)
         table.reap_orphans(snapshot)
+        nonlocal last_taken, last_done
+        last_taken, last_done = snapshot.taken, snapshot.done
         return {pid: e for pid, e in members.items() if not e.dead}
 
     def leader_running() -> bool:
@@ -436,27 +441,29 @@ async def terminate(
             # Any scan from the last moments will do to start: later rounds catch the rest.
             survivors = alive_members(trio.current_time() - _FIRST_SCAN_MAX_AGE)
             interval = _FIRST_TICK
-            confirmed = False
+            quiet_since: float | None = None  # when a scan first showed nothing alive
             while True:
                 if survivors == {} and not leader_running():
-                    if confirmed:
+                    # Nothing alive. One snapshot is not atomic, though: a child forked just
+                    # before its parent died can be missing from a listing read before the
+                    # fork, while the parent's death shows in a stat line read later. So it
+                    # takes a second scan whose listing started after the first had finished
+                    # (at a later tick, shared with every teardown waiting at that tick).
+                    if quiet_since is not None and last_taken >= quiet_since:
                         break
-                    # Nothing alive: confirm with a scan whose listing starts after this
-                    # moment. One snapshot is not atomic: a child forked just before its
-                    # parent died can be missing from a listing taken before the fork,
-                    # while the parent's death shows in its stat line read later.
-                    survivors = alive_members(trio.current_time(), confirm=True)
-                    confirmed = True
-                    continue
-                confirmed = False
-                if survivors is None and current == signal.SIGKILL and not leader_running():
-                    # Blind (no descriptor to read /proc with): the groups have had SIGKILL
-                    # and the leader is reaped; waiting longer would not let us see more.
-                    break
-                if current == signal.SIGTERM and trio.current_time() >= kill_at:
-                    current, interval = signal.SIGKILL, _FIRST_TICK
-                    killed = len(survivors or {})
-                send(survivors or {}, current)
+                    if quiet_since is None:
+                        quiet_since = last_done
+                    interval = _FIRST_TICK
+                else:
+                    quiet_since = None
+                    if survivors is None and current == signal.SIGKILL and not leader_running():
+                        # Blind (no descriptor to read /proc with): the groups have had
+                        # SIGKILL and the leader is reaped; waiting would not show us more.
+                        break
+                    if current == signal.SIGTERM and trio.current_time() >= kill_at:
+                        current, interval = signal.SIGKILL, _FIRST_TICK
+                        killed = len(survivors or {})
+                    send(survivors or {}, current)
                 wake = trio.Event() if leader_gone.is_set() else leader_gone
                 fresh_since = trio.current_time()  # if the grace ends first: a newer scan
                 with trio.move_on_at(kill_at if current == signal.SIGTERM else math.inf):
