@@ -30,6 +30,7 @@ from .harness import Context, Result
 NAME = "rpc"
 TITLE = "RPC over loopback"
 PAGE_LINES = 500
+REPLAY_BYTES = 1_000_000  # a full default ring
 _UNTIL_EXIT = Wait(exit=True, timeout_ms=30_000)
 
 METHOD = f"""\
@@ -43,7 +44,10 @@ attaches from offset 0 at once and counts the bytes of `pty.output` notification
 JSON) until the stream ends with the session; the rate is the bytes delivered over that time.
 A client slower than the PTY falls more than the 1 MB ring behind and skips ahead (a chunk
 flagged `gap`): the gaps are counted. The PTY itself is the ceiling: the same flood with
-nobody attached, timed until the session has exited, is the baseline.
+nobody attached, timed until the session has exited, is the baseline. *Replay*: attaching
+from offset 0 to an ended session whose full 1 MB ring is retained, until the stream ends
+(the streaming path alone, with no flood competing for the server's core). The goal is judged
+on the live figure.
 """
 
 _ECHO_SERVER = """\
@@ -163,14 +167,28 @@ async def _main(ctx: Context, result: Result) -> None:
                 round_trips, params["rounds"], progress=ctx.progress, label="round trip "
             )
             size = params["flood_bytes"]
+            retained = await client.spawn(
+                "head", ["-c", str(REPLAY_BYTES), "/dev/zero"], owner="bench", description="ring"
+            )
+            await client.read(retained.id, owner="bench", wait=_UNTIL_EXIT)
+
+            async def replay() -> dict[str, float]:
+                started, received = trio.current_time(), 0
+                async with client.attach(retained.id, owner="bench", offset=0) as stream:
+                    async for chunk in stream:
+                        received += len(chunk.data)
+                return {"seconds": trio.current_time() - started, "bytes": received, "gaps": 0}
+
             floods: dict[str, Callable[[], Awaitable[dict[str, float]]]] = {
                 "PTY alone": lambda: _flood(client, size, attach=False),
                 "pty.attach": lambda: _flood(client, size, attach=True),
+                "pty.attach replay": replay,
             }
             durations = await stats.interleave(
                 floods, params["attach_rounds"], progress=ctx.progress, label="attach "
             )
             await client.kill(info.id, owner="bench", cleanup=True)
+            await client.kill(retained.id, owner="bench", cleanup=True)
     finally:
         os.unlink(config.name)
     _summarize(result, trips, durations)
@@ -211,10 +229,13 @@ def _summarize(
     gaps = sum(sample["gaps"] for sample in floods["pty.attach"])
     result.data["attach_gaps"] = gaps
     rate, ceiling = rates["pty.attach"]["median"], rates["PTY alone"]["median"]
+    replayed = rates["pty.attach replay"]["median"]
     result.goal(
         "pty.attach streams at least 50 MB/s",
-        f"{rate:.1f} MB/s delivered; the PTY alone {ceiling:.1f} MB/s ({rate / ceiling:.2f}x); "
-        f"{gaps} gaps in {len(floods['pty.attach'])} floods (the client fell a ring behind)",
+        f"{rate:.1f} MB/s delivered live during a flood (the PTY alone {ceiling:.1f} MB/s, "
+        f"{rate / ceiling:.2f}x; {gaps} gaps in {len(floods['pty.attach'])} floods: the server's "
+        f"one core reads the flood and encodes the stream); replaying a retained 1 MB ring "
+        f"{replayed:.1f} MB/s",
         rate >= 50,
         key="rpc_attach",
         subject=f"{rate:.1f} MB/s",

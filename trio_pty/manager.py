@@ -190,7 +190,12 @@ class Manager:
                 try:
                     with trio.fail_after(limits.spawn_timeout):
                         await self._nursery.start(
-                            self._run_session, session, child_env, handle.fd, register
+                            self._run_session,
+                            session,
+                            child_env,
+                            handle.fd,
+                            register,
+                            name="trio_pty.session",
                         )
                 except trio.TooSlowError:
                     raise errors.SpawnFailed(
@@ -506,13 +511,16 @@ class Manager:
         """The session's runner, as a task of the root nursery."""
         self._running.add(session)
         try:
-            await session.run(
+            running = session.run(
                 env=env,
                 cwd_fd=cwd_fd,
                 on_started=register,
                 on_exit=self._notify,
                 task_status=task_status,
             )
+            # This frame lives as long as the session: hold only what it needs.
+            del env, register
+            await running
         finally:
             self._running.discard(session)
 

@@ -44,6 +44,50 @@ _EIO_POLL: Final = 0.05  # how often a master whose slave ends are all closed is
 class Session:
     """State and task tree of one PTY session. Created and driven by the Manager."""
 
+    # Slots: hundreds of sessions live at once, and a __dict__ would be a third of an idle
+    # session's own footprint.
+    __slots__ = (
+        "_drivers",
+        "_eof",
+        "_exit_recorded",
+        "_finished",
+        "_last_output_at",
+        "_limits",
+        "_manager_id",
+        "_master",
+        "_notified",
+        "_notifying",
+        "_output_lot",
+        "_process",
+        "_removed",
+        "_responder",
+        "_shut_down",
+        "_stop",
+        "_stop_at",
+        "_table",
+        "_torn_down",
+        "_write_lock",
+        "args",
+        "cols",
+        "command",
+        "created_at",
+        "description",
+        "error",
+        "exit_code",
+        "exit_signal",
+        "id",
+        "notify_on_exit",
+        "output",
+        "owner",
+        "pid",
+        "rows",
+        "status",
+        "timed_out",
+        "timeout",
+        "title",
+        "workdir",
+    )
+
     def __init__(
         self,
         *,
@@ -164,12 +208,16 @@ class Session:
                 env.clear()  # this frame lives as long as the session: keep it small
             self.pid = self._process.pid
             on_started()
+            del on_started  # this frame lives as long as the session: keep it small
             async with trio.open_nursery() as notifiers:
                 async with trio.open_nursery() as tasks:
-                    tasks.start_soon(self._read_output)
-                    tasks.start_soon(self._watch_exit, notifiers, on_exit)
+                    # Constant task names: trio would format a new string per task.
+                    tasks.start_soon(self._read_output, name="trio_pty.reader")
+                    tasks.start_soon(
+                        self._watch_exit, notifiers, on_exit, name="trio_pty.exit_watcher"
+                    )
                     if self.timeout is not None:
-                        tasks.start_soon(self._expire, self.timeout)
+                        tasks.start_soon(self._expire, self.timeout, name="trio_pty.timeout")
                     task_status.started()
                     await self._stop.wait()
                     await self._teardown()

@@ -25,7 +25,6 @@ whether they are at the start of a line.
 from __future__ import annotations
 
 import re
-from collections import deque
 from typing import Any
 
 import re2
@@ -74,7 +73,9 @@ class QueryResponder:
         self._max_carry = min(max_carry, _LONGEST - 1)
         self._carry = b""
         self._newlines = 0  # counted until it reaches the row count (then it cannot matter)
-        self._recent: deque[bytes] = deque()  # the last chunks, at least _WINDOW bytes
+        # The last chunks, at least _WINDOW bytes (a list: at most 64 items, and an idle
+        # session should not pay for a deque block).
+        self._recent: list[bytes] = []
         self._recent_bytes = 0
 
     def feed(self, data: bytes, rows: int, cols: int) -> bytes:
@@ -116,7 +117,7 @@ class QueryResponder:
         recent.append(data)
         self._recent_bytes += len(data)
         while self._recent_bytes - len(recent[0]) >= _WINDOW:
-            self._recent_bytes -= len(recent.popleft())
+            self._recent_bytes -= len(recent.pop(0))
         if len(recent) > 64:  # many tiny chunks: merge them
             merged = b"".join(recent)[-_WINDOW:]
             recent.clear()
