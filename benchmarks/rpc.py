@@ -8,12 +8,12 @@ core, as they would in use.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,7 +22,9 @@ import trio
 from trio_websocket import open_websocket_url
 
 from trio_pty.model import Wait
+from trio_pty.rpc import protocol
 from trio_pty.rpc.client import TrioPtyClient, connect
+from trio_pty.rpc.protocol import RECEIVE_BUFFER_BYTES
 
 from . import stats
 from .harness import Context, Result
@@ -38,7 +40,8 @@ A real `trio-pty serve --port 0` runs as a subprocess (default limits), and so d
 trio-websocket echo server; the client runs in the benchmark's process. *Round trip*: one
 `pty.read` of a {PAGE_LINES}-line page (a session that printed `seq 1 1000`, so every page
 is full) through trio-pty's client, against sending a text message of the same size as that
-response to the echo server and receiving it back through trio-websocket's own client,
+response to the echo server and receiving it back through trio-websocket's own client (both
+ends reading the socket in {RECEIVE_BUFFER_BYTES // 1024} KiB pieces, as trio-pty's do),
 interleaved, one call at a time. *Attach*: a session floods `head -c N /dev/zero`; the client
 attaches from offset 0 at once and counts the bytes of `pty.output` notifications (base64 in
 JSON) until the stream ends with the session; the rate is the bytes delivered over that time.
@@ -52,6 +55,7 @@ on the live figure.
 
 _ECHO_SERVER = """\
 import sys, trio
+from functools import partial
 from trio_websocket import serve_websocket, ConnectionClosed
 async def echo(request):
     ws = await request.accept()
@@ -62,7 +66,10 @@ async def echo(request):
         pass
 async def main():
     async with trio.open_nursery() as nursery:
-        server = await nursery.start(serve_websocket, echo, "127.0.0.1", 0, None)
+        server = await nursery.start(
+            partial(serve_websocket, receive_buffer_size=int(sys.argv[1])),
+            echo, "127.0.0.1", 0, None,
+        )
         print(server.port, flush=True)
 trio.run(main)
 """
@@ -123,6 +130,21 @@ async def _flood(client: TrioPtyClient, size: int, *, attach: bool) -> dict[str,
     return {"seconds": elapsed, "bytes": received, "gaps": gaps}
 
 
+def _codec_ms(page: dict[str, Any], rounds: int = 200) -> dict[str, float]:
+    """Median milliseconds to encode the page's response and to parse it back as the client
+    does (with its duplicate-name check): JSON work that the echo does not do."""
+    text = protocol.encode_result(1, page)
+    encode, parse = [], []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        protocol.encode_result(1, page)
+        encoded = time.perf_counter()
+        protocol.parse_server_message(text)
+        encode.append((encoded - started) * 1000)
+        parse.append((time.perf_counter() - encoded) * 1000)
+    return {"encode": stats.summarize(encode)["median"], "parse": stats.summarize(parse)["median"]}
+
+
 async def _main(ctx: Context, result: Result) -> None:
     params = result.params
     token = secrets.token_urlsafe(16)
@@ -132,17 +154,23 @@ async def _main(ctx: Context, result: Result) -> None:
     try:
         async with (
             _subprocess([*serve, "--config", config.name]) as (_, url),
-            _subprocess([sys.executable, "-c", _ECHO_SERVER]) as (_, echo_port),
+            _subprocess([sys.executable, "-c", _ECHO_SERVER, str(RECEIVE_BUFFER_BYTES)]) as (
+                _,
+                echo_port,
+            ),
             connect(url, token) as client,
-            open_websocket_url(f"ws://127.0.0.1:{echo_port}/") as echo,
+            open_websocket_url(
+                f"ws://127.0.0.1:{echo_port}/", receive_buffer_size=RECEIVE_BUFFER_BYTES
+            ) as echo,
         ):
             info = await client.spawn("seq", ["1", "1000"], owner="bench", description="page")
             await client.read(info.id, owner="bench", wait=_UNTIL_EXIT)
             page = await client.call(
                 "pty.read", {"id": info.id, "owner": "bench", "limit": PAGE_LINES}
             )
-            message = "x" * len(json.dumps(page))
+            message = "x" * len(protocol.encode_result(1, page))
             result.data["page_bytes"] = len(message)
+            result.data["codec_ms"] = _codec_ms(page)
 
             async def read_page() -> float:
                 started = trio.current_time()
@@ -215,6 +243,14 @@ def _summarize(
         subject=f"{ours:.2f} ms",
         baseline=f"echo {echo:.2f} ms",
         ratio=ratio,
+    )
+    codec = result.data["codec_ms"]
+    result.notes.append(
+        f"Of the round trip, JSON alone takes {codec['encode']:.2f} ms to encode the "
+        f"{result.data['page_bytes'] / 1000:.0f} KB page and {codec['parse']:.2f} ms to parse "
+        "it back with the client's duplicate-name check (measured in the benchmark's process); "
+        "the echo does neither, and both ends of it read the socket in "
+        f"{RECEIVE_BUFFER_BYTES // 1024} KiB pieces as trio-pty's do."
     )
     rates = result.table(
         "attach streaming",

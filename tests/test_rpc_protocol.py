@@ -6,6 +6,7 @@ Everything here is pure, so the properties run without sockets or an event loop.
 from __future__ import annotations
 
 import ast
+import base64
 import json
 import math
 import pathlib
@@ -18,7 +19,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trio_pty import errors
+from trio_pty.model import OutputChunk
 from trio_pty.rpc import protocol
+from trio_pty.rpc.methods import chunk_json, output_notification
 from trio_pty.rpc.protocol import (
     APPLICATION_ERROR_CODES,
     INTERNAL_ERROR,
@@ -604,6 +607,24 @@ def test_server_notifications() -> None:
     assert parse_server_message(frame) == Notification(
         "pty.output", {"id": "pty_1", "offset": 0, "data": "aGk="}
     )
+
+
+@given(
+    session_id=st.text(),
+    offset=st.integers(min_value=0, max_value=2**63),
+    data=st.binary(max_size=512),
+    gap=st.booleans(),
+)
+def test_output_notification_is_the_generic_encoding(
+    session_id: str, offset: int, data: bytes, gap: bool
+) -> None:
+    """The hand-built pty.output frame is byte for byte what the JSON encoder writes."""
+    chunk = OutputChunk(offset=offset, data=data, gap=gap)
+    frame = output_notification(session_id, chunk)
+    assert frame == encode_notification("pty.output", chunk_json(session_id, chunk))
+    params = json.loads(frame)["params"]
+    assert base64.b64decode(params["data"]) == data
+    assert params["next_offset"] == offset + len(data)
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -32,7 +33,7 @@ from trio_pty.rpc.server import (
     parse_config,
 )
 
-from .test_rpc_support import error_of, open_ws, raw_status, response_to, rpc
+from .test_rpc_support import error_of, open_ws, raw_connect, raw_status, response_to, rpc
 
 TOKEN = "s3cret-token"
 LIMITS = Limits(
@@ -184,6 +185,36 @@ async def serving(limits: Limits = LIMITS, **options: Any) -> AsyncIterator[RpcS
 
 def auth() -> list[tuple[bytes, bytes]]:
     return [(b"Authorization", f"Bearer {TOKEN}".encode())]
+
+
+async def test_a_stalled_clients_send_queue_is_bounded_in_characters() -> None:
+    """A client that attaches to a flood and stops reading holds at most
+    max_send_queue_chars of queued frames, not max_requests_in_flight full chunks."""
+    budget = 200_000
+    limits = attrs.evolve(
+        LIMITS, max_send_queue_chars=budget, attach_chunk_bytes=65_536, max_requests_in_flight=32
+    )
+    frame = 4 * 65_536 // 3 + 200  # a full chunk, base64 in its notification
+    with trio.fail_after(20):
+        async with serving(limits) as server:
+            info = await server.manager.spawn("yes", [], owner="o", description="flood")
+            stalled = await raw_connect(server.port, target=f"/rpc?token={TOKEN}")
+            async with stalled.stream:
+                request = {"jsonrpc": "2.0", "id": 1, "method": "pty.attach",
+                           "params": {"id": info.id, "owner": "o"}}
+                await stalled.send(0x1, json.dumps(request).encode())
+                [connection] = server.connections
+                highest = 0
+                # Once the socket buffers are full, the queue fills up to its bound.
+                while highest < budget - frame:
+                    await trio.sleep(0.01)
+                    highest = max(highest, connection.queued_chars)
+                for _ in range(50):  # and stays there while the flood goes on
+                    await trio.sleep(0.01)
+                    highest = max(highest, connection.queued_chars)
+                assert highest <= budget
+                assert server.info()["counts"]["queued_chars"] == connection.queued_chars
+            await server.manager.kill(info.id, owner="o")
 
 
 async def test_requests_past_the_in_flight_bound_wait_and_are_all_answered() -> None:

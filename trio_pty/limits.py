@@ -75,4 +75,5 @@ class Limits:
     max_http_head_bytes: int = attrs.field(default=16_384, validator=_positive)
     max_requests_in_flight: int = attrs.field(default=32, validator=_positive)
     max_connections: int = attrs.field(default=64, validator=_positive)
-    attach_chunk_bytes: int = attrs.field(default=65_536, validator=_positive)
+    attach_chunk_bytes: int = attrs.field(default=262_144, validator=_positive)
+    max_send_queue_chars: int = attrs.field(default=1 << 20, validator=_positive)

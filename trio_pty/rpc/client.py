@@ -544,6 +544,7 @@ async def connect(
                     resource,
                     extra_headers=extra,
                     max_message_size=max_message_size,
+                    receive_buffer_size=protocol.RECEIVE_BUFFER_BYTES,
                 )
             client = TrioPtyClient(
                 ws, notification_buffer=notification_buffer, send_timeout=send_timeout

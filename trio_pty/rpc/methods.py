@@ -21,7 +21,13 @@ import cattrs
 from trio_pty.manager import Manager
 from trio_pty.model import ExitEvent, OutputChunk, SessionInfo, Wait
 from trio_pty.model import converter as model_converter
-from trio_pty.rpc.protocol import InvalidParams, ParamProblem, make_converter, structure_params
+from trio_pty.rpc.protocol import (
+    InvalidParams,
+    ParamProblem,
+    dumps,
+    make_converter,
+    structure_params,
+)
 
 __all__ = [
     "CANCEL_METHOD",
@@ -45,6 +51,7 @@ __all__ = [
     "chunk_json",
     "dispatch",
     "exit_event_json",
+    "output_notification",
     "session_json",
 ]
 
@@ -186,6 +193,22 @@ def chunk_json(session_id: str, chunk: OutputChunk) -> dict[str, Any]:
     }
 
 
+def output_notification(session_id: str, chunk: OutputChunk) -> str:
+    """The `pty.output` frame for a chunk: exactly what `encode_notification("pty.output",
+    chunk_json(...))` writes, built without running the JSON encoder over the base64 text.
+
+    That text is most of the frame and can hold nothing JSON must escape, and scanning it
+    cost the attach stream more than encoding it did (docs/benchmarks.md).
+    """
+    data = base64.b64encode(chunk.data).decode("ascii")
+    gap = "true" if chunk.gap else "false"
+    return (
+        f'{{"jsonrpc":"2.0","method":"pty.output","params":{{"id":{dumps(session_id)},'
+        f'"offset":{chunk.offset},"data":"{data}","gap":{gap},'
+        f'"next_offset":{chunk.offset + len(chunk.data)}}}}}'
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # The connection, as methods see it
 
@@ -247,9 +270,7 @@ async def _spawn(ctx: Context, p: SpawnParams) -> Reply:
 
 
 async def _write(ctx: Context, p: WriteParams) -> Reply:
-    result = await ctx.manager.write(
-        p.id, p.data, owner=p.owner, escapes=p.escapes, wait=p.wait
-    )
+    result = await ctx.manager.write(p.id, p.data, owner=p.owner, escapes=p.escapes, wait=p.wait)
     return Reply(model_converter.unstructure(result))
 
 

@@ -49,6 +49,7 @@ __all__ = [
     "PARSE_ERROR",
     "PERMISSION_DENIED",
     "PTY_ERROR",
+    "RECEIVE_BUFFER_BYTES",
     "REQUEST_CANCELLED",
     "SESSION_NOT_FOUND",
     "SPAWN_FAILED",
@@ -65,6 +66,7 @@ __all__ = [
     "RequestId",
     "Response",
     "ServerMessage",
+    "dumps",
     "encode_error",
     "encode_notification",
     "encode_request",
@@ -85,6 +87,11 @@ T = TypeVar("T")
 RequestId: TypeAlias = str | int | float | None
 
 JSONRPC_VERSION: Final = "2.0"
+
+#: How much each side asks of the socket per read. trio-websocket's default is 4 KiB, so a
+#: 64 KiB `pty.output` chunk took 22 reads, each a trip through the scheduler and wsproto's
+#: buffer; at 64 KiB the attach stream is ~1.9x faster (docs/benchmarks.md).
+RECEIVE_BUFFER_BYTES: Final = 65_536
 
 # Protocol faults, as fixed by the JSON-RPC 2.0 specification.
 PARSE_ERROR: Final = -32700
@@ -207,7 +214,7 @@ def _escape_surrogate(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 
-def _dumps(obj: Any) -> str:
+def dumps(obj: Any) -> str:
     """Compact JSON that is always encodable as UTF-8.
 
     `ensure_ascii=False` keeps non-ASCII text readable and small, but would pass a lone
@@ -224,7 +231,7 @@ def encode_request(id: RequestId, method: str, params: Mapping[str, Any] | None 
     obj: dict[str, Any] = {"jsonrpc": JSONRPC_VERSION, "id": id, "method": method}
     if params is not None:
         obj["params"] = params
-    return _dumps(obj)
+    return dumps(obj)
 
 
 def encode_notification(method: str, params: Mapping[str, Any] | None = None) -> str:
@@ -232,7 +239,7 @@ def encode_notification(method: str, params: Mapping[str, Any] | None = None) ->
     obj: dict[str, Any] = {"jsonrpc": JSONRPC_VERSION, "method": method}
     if params is not None:
         obj["params"] = params
-    return _dumps(obj)
+    return dumps(obj)
 
 
 def encode_result(id: RequestId, result: Any) -> str:
@@ -241,7 +248,7 @@ def encode_result(id: RequestId, result: Any) -> str:
     Raises TypeError or ValueError when `result` is not JSON (a bug in the caller): the
     server should then answer with `internal_error()` instead.
     """
-    return _dumps({"jsonrpc": JSONRPC_VERSION, "id": id, "result": result})
+    return dumps({"jsonrpc": JSONRPC_VERSION, "id": id, "result": result})
 
 
 def encode_error(
@@ -256,7 +263,7 @@ def encode_error(
         error["data"] = data
     obj["error"] = error
     try:
-        return _dumps(obj)
+        return dumps(obj)
     except (TypeError, ValueError, RecursionError):
         if data is None:
             raise
@@ -265,7 +272,7 @@ def encode_error(
         error["data"] = {"kind": kind}
     else:
         del error["data"]
-    return _dumps(obj)
+    return dumps(obj)
 
 
 # --------------------------------------------------------------------------------------------
@@ -329,6 +336,9 @@ def _finite_float(text: str) -> float:
     return value
 
 
+_NO_NAMES: Final[frozenset[str]] = frozenset()
+
+
 class _Decoder:
     """One parse: `json.loads` with strict number hooks that also notices duplicate names.
 
@@ -339,12 +349,12 @@ class _Decoder:
 
     def __init__(self) -> None:
         self.duplicate: str | None = None
-        self.top_duplicates: frozenset[str] = frozenset()
+        self.top_duplicates: frozenset[str] = _NO_NAMES
 
     def _object(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         obj = dict(pairs)
-        if len(obj) == len(pairs):
-            self.top_duplicates = frozenset()
+        if len(obj) == len(pairs):  # the hot path: once per JSON object of every frame
+            self.top_duplicates = _NO_NAMES
             return obj
         seen: set[str] = set()
         duplicates: set[str] = set()

@@ -69,6 +69,7 @@ from trio_pty.rpc.methods import (
     chunk_json,
     dispatch,
     exit_event_json,
+    output_notification,
     structure,
 )
 from trio_pty.session import Attachment
@@ -166,6 +167,8 @@ class Connection:
         self._limits = server.manager.limits
         bound = self._limits.max_requests_in_flight
         self._out_send, self._out_recv = trio.open_memory_channel[str](bound)
+        self._queued_chars = 0  # of the frames in that queue; see _send
+        self._queue_room = trio.lowlevel.ParkingLot()
         self._slots = trio.Semaphore(bound)
         self._in_flight: dict[protocol.RequestId, trio.CancelScope] = {}
         self._attachments: dict[str, _Attachment] = {}
@@ -187,6 +190,11 @@ class Connection:
     def requests_in_flight(self) -> int:
         return self._limits.max_requests_in_flight - self._slots.value
 
+    @property
+    def queued_chars(self) -> int:
+        """The size of the frames waiting for the sender (a slow client's backlog)."""
+        return self._queued_chars
+
     # -- life cycle
 
     def shutdown(self, code: int = CLOSE_GOING_AWAY, reason: str | None = None) -> None:
@@ -206,6 +214,8 @@ class Connection:
     async def _send_loop(self) -> None:
         try:
             async for text in self._out_recv:
+                self._queued_chars -= len(text)
+                self._queue_room.unpark_all()
                 await self._ws.send_message(text)
         except ConnectionClosed:
             pass
@@ -214,7 +224,19 @@ class Connection:
         self._scope.cancel()
 
     async def _send(self, text: str) -> None:
-        await self._out_send.send(text)
+        """Queue a frame for the sender. The queue is bounded in frames and, since attach
+        chunks are large, in characters too (`max_send_queue_chars`; output frames are ASCII):
+        past it a sender waits, except that a frame always goes into an empty queue."""
+        size, budget = len(text), self._limits.max_send_queue_chars
+        while self._queued_chars and self._queued_chars + size > budget:
+            await self._queue_room.park()
+        self._queued_chars += size
+        try:
+            await self._out_send.send(text)
+        except BaseException:
+            self._queued_chars -= size
+            self._queue_room.unpark_all()
+            raise
 
     async def _read_loop(self) -> None:
         limit = self._limits.max_message_bytes
@@ -420,8 +442,7 @@ class Connection:
                     task_status.started((state, chunk_json(session_id, first)))
                     await state.go.wait()
                     async for chunk in attachment:
-                        params_json = chunk_json(session_id, chunk)
-                        await self._send(protocol.encode_notification("pty.output", params_json))
+                        await self._send(output_notification(session_id, chunk))
         finally:
             if self._attachments.get(session_id) is state:
                 del self._attachments[session_id]
@@ -527,6 +548,7 @@ class RpcServer:
                 "owners": len({s.owner for s in sessions}),
                 "connections": len(connections),
                 "requests_in_flight": sum(c.requests_in_flight for c in connections),
+                "queued_chars": sum(c.queued_chars for c in connections),
             },
             "environment": {
                 "mode": self.options.env_mode,
@@ -612,6 +634,7 @@ class RpcServer:
                                     ws_tasks,
                                     stream,
                                     max_message_size=self.limits.max_message_bytes,
+                                    receive_buffer_size=protocol.RECEIVE_BUFFER_BYTES,
                                 )
                             await self.handle_request(request, _slot=slot)
                         finally:
