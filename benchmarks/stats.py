@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -42,6 +42,17 @@ def rotations(names: Sequence[str], rounds: int) -> list[list[str]]:
     return [[names[(r + i) % count] for i in range(count)] for r in range(rounds)]
 
 
+def _schedule(
+    names: Sequence[str], rounds: int, progress: Callable[[str], None] | None, label: str
+) -> Iterator[str]:
+    """The variants to run, one after another, announcing each."""
+    for number, order in enumerate(rotations(names, rounds), start=1):
+        for name in order:
+            if progress is not None:
+                progress(f"{label}round {number}/{rounds} {name}")
+            yield name
+
+
 async def interleave(
     variants: Mapping[str, Callable[[], Awaitable[T]]],
     rounds: int,
@@ -51,11 +62,8 @@ async def interleave(
 ) -> dict[str, list[T]]:
     """Run each variant once per round, in rotated order; return the samples by variant."""
     samples: dict[str, list[T]] = {name: [] for name in variants}
-    for number, order in enumerate(rotations(list(variants), rounds), start=1):
-        for name in order:
-            if progress is not None:
-                progress(f"{label}round {number}/{rounds} {name}")
-            samples[name].append(await variants[name]())
+    for name in _schedule(list(variants), rounds, progress, label):
+        samples[name].append(await variants[name]())
     return samples
 
 
@@ -68,11 +76,8 @@ def interleave_sync(
 ) -> dict[str, list[T]]:
     """`interleave` for plain functions."""
     samples: dict[str, list[T]] = {name: [] for name in variants}
-    for number, order in enumerate(rotations(list(variants), rounds), start=1):
-        for name in order:
-            if progress is not None:
-                progress(f"{label}round {number}/{rounds} {name}")
-            samples[name].append(variants[name]())
+    for name in _schedule(list(variants), rounds, progress, label):
+        samples[name].append(variants[name]())
     return samples
 
 

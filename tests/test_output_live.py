@@ -12,7 +12,7 @@ import trio
 import trio_pty
 from trio_pty import Limits, Wait, errors
 
-from .helpers import wait_for_status, wait_for_text
+from .helpers import poll_until, tagged_processes, wait_for_status, wait_for_text
 
 LIMITS = Limits(terminate_grace=0.3)
 
@@ -221,6 +221,9 @@ async def test_ctrl_c_through_escapes_interrupts_the_foreground_job() -> None:
         async with trio_pty.open_manager(LIMITS) as manager:
             info = await manager.spawn("bash", ["-c", script], description="ctrl-c")
             await wait_for_text(manager, info.id, "ready")
+            # A ^C between "ready" and the fork of `sleep` would only run the trap, and
+            # the sleep would then run its 100 s: wait until the foreground job exists.
+            await poll_until(lambda: len(tagged_processes(manager, info.id)) >= 2)
             await manager.write(info.id, "\\x03", escapes=True)
             text = await wait_for_text(manager, info.id, "after")
             assert "interrupted" in text

@@ -24,9 +24,9 @@ from trio_pty.policy.escapes import decode_escapes
 from trio_pty.rpc.client import ConnectionFailed, RpcError, connect
 
 from .helpers import wait_for_status, wait_for_text
-from .test_rpc_support import ServerProcess, owner_for, server, server_clean
+from .test_rpc_support import ServerProcess, live, owner_for, server
 
-__all__ = ["server", "server_clean"]  # fixtures used by name
+__all__ = ["live", "server"]  # fixtures used by name
 
 
 def cli_env(server: ServerProcess, owner: str, **extra: str) -> dict[str, str]:
@@ -49,16 +49,16 @@ async def cli(
     )
 
 
-async def test_cli_commands_and_exit_codes(server_clean: ServerProcess, request: Any) -> None:
+async def test_cli_commands_and_exit_codes(live: ServerProcess, request: Any) -> None:
     owner = owner_for(request)
     with trio.fail_after(30):
-        spawned = await cli(server_clean, owner, "spawn", "--title", "greeter", "--",
+        spawned = await cli(live, owner, "spawn", "--title", "greeter", "--",
                             "sh", "-c", 'read x; echo "got:$x"')
         assert spawned.returncode == 0, spawned.stderr
         session_id = spawned.stdout.decode().strip()
         assert session_id.startswith("pty_")
 
-        listed = await cli(server_clean, owner, "list")
+        listed = await cli(live, owner, "list")
         header, row = listed.stdout.decode().splitlines()
         assert header.split()[:3] == ["ID", "STATUS", "PID"]
         assert row.startswith(session_id) and "running" in row and "greeter" in row
@@ -66,7 +66,7 @@ async def test_cli_commands_and_exit_codes(server_clean: ServerProcess, request:
         results: dict[str, subprocess.CompletedProcess[bytes]] = {}
 
         async def run(name: str, *args: str, env: dict[str, str] | None = None) -> None:
-            results[name] = await cli(server_clean, owner, *args, **(env or {}))
+            results[name] = await cli(live, owner, *args, **(env or {}))
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run, "follow", "read", session_id, "--follow")
@@ -92,24 +92,24 @@ async def test_cli_commands_and_exit_codes(server_clean: ServerProcess, request:
             "trio-pty: error: PTY session not found: pty_00000000 [session_not_found]"
         )
 
-        grep = await cli(server_clean, owner, "read", session_id, "--pattern", "GOT", "-i")
+        grep = await cli(live, owner, "read", session_id, "--pattern", "GOT", "-i")
         assert grep.stdout.decode().splitlines() == ["got:hello"]
-        killed = await cli(server_clean, owner, "kill", session_id, "--cleanup")
+        killed = await cli(live, owner, "kill", session_id, "--cleanup")
         assert killed.returncode == 0
         assert killed.stdout.decode().startswith(f"{session_id} exited (exit 0)")
-        empty = await cli(server_clean, owner, "list")
+        empty = await cli(live, owner, "list")
         assert empty.returncode == 0 and empty.stdout == b""
 
 
 async def test_cli_attach_through_a_real_terminal(
-    server_clean: ServerProcess, request: Any
+    live: ServerProcess, request: Any
 ) -> None:
     """`trio-pty attach` runs in a PTY of an in-process manager, attached to a session of
     the server: what is typed reaches the session, its output comes back, a resize follows,
     Ctrl-] detaches, and the terminal is back in cooked mode afterwards."""
     owner = owner_for(request)
     with trio.fail_after(30):
-        async with connect(server_clean.url, server_clean.token) as client:
+        async with connect(live.url, live.token) as client:
             target = await client.spawn(
                 "sh", ["-c", 'while read -r line; do echo "echo:$line"; done'],
                 owner=owner, description="target",
@@ -118,8 +118,8 @@ async def test_cli_attach_through_a_real_terminal(
             async with trio_pty.open_manager(Limits(terminate_grace=0.3)) as manager:
                 outer = await manager.spawn(
                     "sh", ["-c", script], description="attach",
-                    env={"TRIO_PTY_URL": server_clean.url,
-                         "TRIO_PTY_TOKEN": server_clean.token or "",
+                    env={"TRIO_PTY_URL": live.url,
+                         "TRIO_PTY_TOKEN": live.token or "",
                          "TRIO_PTY_OWNER": owner},
                 )
                 await wait_for_text(manager, outer.id, "detach with Ctrl-]")
@@ -155,11 +155,11 @@ async def test_cli_attach_through_a_real_terminal(
 
 
 async def test_cancelled_call_cancels_the_request_on_the_server(
-    server_clean: ServerProcess, request: Any
+    live: ServerProcess, request: Any
 ) -> None:
     owner = owner_for(request)
     with trio.fail_after(10):
-        async with connect(server_clean.url, server_clean.token) as client:
+        async with connect(live.url, live.token) as client:
             info = await client.spawn("sleep", ["30"], owner=owner, description="idle")
             with trio.move_on_after(0.2):
                 await client.read(

@@ -31,6 +31,7 @@ from .test_rpc_support import (
     rpc,
     server_processes,
     start_server,
+    wait_no_server_processes,
 )
 
 ALLOWED_ORIGIN = "http://127.0.0.1:5173"
@@ -55,10 +56,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def live(server: ServerProcess) -> Any:
     """The module's server; after the test it must run no session process and be alive."""
     yield server
-    deadline = time.monotonic() + 5
-    while (left := server_processes(server)) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not left, f"the server still runs {left}"
+    wait_no_server_processes(server)
     assert server.proc.poll() is None, f"the server died: {server.stderr()}"
 
 

@@ -67,6 +67,7 @@ from . import leaks
 from .helpers import alive
 from .test_rpc_support import (
     RawSocket,
+    client_frame,
     raw_connect,
     server_processes,
     start_server,
@@ -139,24 +140,6 @@ def examples(fraction: float) -> int:
 OP_CONTINUATION, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
 
 
-def ws_frame(opcode: int, payload: bytes, *, fin: bool = True, rsv: int = 0) -> bytes:
-    """One masked client frame (the XOR done on big integers: fast for 100 KiB payloads)."""
-    mask = os.urandom(4)
-    head = bytes([(0x80 if fin else 0) | (rsv << 4) | opcode])
-    length = len(payload)
-    if length < 126:
-        head += bytes([0x80 | length])
-    elif length < 65536:
-        head += bytes([0x80 | 126]) + length.to_bytes(2, "big")
-    else:
-        head += bytes([0x80 | 127]) + length.to_bytes(8, "big")
-    if not payload:
-        return head + mask
-    stretched = (mask * (length // 4 + 1))[:length]
-    masked = int.from_bytes(payload, "big") ^ int.from_bytes(stretched, "big")
-    return head + mask + masked.to_bytes(length, "big")
-
-
 def fragments(payload: bytes, cuts: Sequence[float]) -> list[bytes]:
     """`payload` split at the given fractions of its length (empty pieces are legal)."""
     points = sorted(int(cut * len(payload)) for cut in cuts)
@@ -174,11 +157,11 @@ def message_bytes(opcode: int, payload: bytes, cuts: Sequence[float], ping: byte
     out = b""
     for index, piece in enumerate(pieces):
         last = index == len(pieces) - 1
-        out += ws_frame(opcode if index == 0 else OP_CONTINUATION, piece, fin=last)
+        out += client_frame(opcode if index == 0 else OP_CONTINUATION, piece, fin=last)
         if ping is not None and not last and index == 0:
-            out += ws_frame(OP_PING, ping)
+            out += client_frame(OP_PING, ping)
     if ping is not None and len(pieces) == 1:
-        out += ws_frame(OP_PING, ping)
+        out += client_frame(OP_PING, ping)
     return out
 
 
@@ -625,7 +608,7 @@ class FuzzConnection:
             with trio.move_on_after(CLOSE_TIMEOUT):
                 if not self.closed:
                     with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                        await self.send_raw(ws_frame(OP_CLOSE, (1000).to_bytes(2, "big")))
+                        await self.send_raw(client_frame(OP_CLOSE, (1000).to_bytes(2, "big")))
                     await self.done.wait()
         finally:
             await trio.aclose_forcefully(self.raw.stream)
@@ -1033,20 +1016,20 @@ _REQUEST = b'{"jsonrpc":"2.0","id":1,"method":"pty.list"}'
 # Breaches of RFC 6455 itself: the WebSocket layer fails the connection. docs/protocol.md
 # does not list these; trio-websocket drops the TCP connection without a close frame.
 VIOLATIONS: dict[str, bytes] = {
-    "reserved opcode 0x3": ws_frame(0x3, b"x"),
-    "reserved opcode 0xB": ws_frame(0xB, b"x"),
-    "RSV1 without an extension": ws_frame(OP_TEXT, _REQUEST, rsv=4),
-    "RSV3": ws_frame(OP_TEXT, _REQUEST, rsv=1),
+    "reserved opcode 0x3": client_frame(0x3, b"x"),
+    "reserved opcode 0xB": client_frame(0xB, b"x"),
+    "RSV1 without an extension": client_frame(OP_TEXT, _REQUEST, rsv=4),
+    "RSV3": client_frame(OP_TEXT, _REQUEST, rsv=1),
     "unmasked client frame": _unmasked(OP_TEXT, _REQUEST),
-    "ping over 125 bytes": ws_frame(OP_PING, b"x" * 126),
-    "fragmented ping": ws_frame(OP_PING, b"x", fin=False),
-    "continuation without a start": ws_frame(OP_CONTINUATION, _REQUEST),
+    "ping over 125 bytes": client_frame(OP_PING, b"x" * 126),
+    "fragmented ping": client_frame(OP_PING, b"x", fin=False),
+    "continuation without a start": client_frame(OP_CONTINUATION, _REQUEST),
     "new message inside a fragmented one": (
-        ws_frame(OP_TEXT, b"[", fin=False) + ws_frame(OP_TEXT, _REQUEST)),
-    "close frame of 1 byte": ws_frame(OP_CLOSE, b"\x03"),
-    "close code 999": ws_frame(OP_CLOSE, (999).to_bytes(2, "big")),
-    "close code 1005 on the wire": ws_frame(OP_CLOSE, (1005).to_bytes(2, "big")),
-    "close reason not UTF-8": ws_frame(OP_CLOSE, (1000).to_bytes(2, "big") + b"\xff"),
+        client_frame(OP_TEXT, b"[", fin=False) + client_frame(OP_TEXT, _REQUEST)),
+    "close frame of 1 byte": client_frame(OP_CLOSE, b"\x03"),
+    "close code 999": client_frame(OP_CLOSE, (999).to_bytes(2, "big")),
+    "close code 1005 on the wire": client_frame(OP_CLOSE, (1005).to_bytes(2, "big")),
+    "close reason not UTF-8": client_frame(OP_CLOSE, (1000).to_bytes(2, "big") + b"\xff"),
     "length not minimally encoded": (
         bytes([0x81, 0x80 | 126]) + len(_REQUEST).to_bytes(2, "big") + b"\0\0\0\0" + _REQUEST),
 }
@@ -1090,13 +1073,13 @@ def batches(draw: st.DrawFn, vocab: Vocabulary) -> Batch:
 def oversized(how: str) -> bytes:
     """A message just over max_message_bytes, as (possibly several) frames."""
     if how == "ascii":
-        return ws_frame(OP_TEXT, b"x" * (MAX_MESSAGE + 1))
+        return client_frame(OP_TEXT, b"x" * (MAX_MESSAGE + 1))
     if how == "wide":  # fewer characters than the bound, more UTF-8 bytes
-        return ws_frame(OP_TEXT, ("€" * (MAX_MESSAGE // 3 + 1)).encode())
+        return client_frame(OP_TEXT, ("€" * (MAX_MESSAGE // 3 + 1)).encode())
     if how == "binary":
-        return ws_frame(OP_BINARY, b"[" * (MAX_MESSAGE + 1))
+        return client_frame(OP_BINARY, b"[" * (MAX_MESSAGE + 1))
     half = b" " * (MAX_MESSAGE // 2 + 1)
-    return ws_frame(OP_TEXT, half, fin=False) + ws_frame(OP_CONTINUATION, half)
+    return client_frame(OP_TEXT, half, fin=False) + client_frame(OP_CONTINUATION, half)
 
 
 def bind(frame: Frame, owner: str, session_id: str) -> Frame:
@@ -1164,9 +1147,9 @@ class FuzzTarget:
                 self.frames_sent += 1
             if mode == "abandon":
                 if detail == "partial frame":
-                    await conn.send_raw(ws_frame(OP_TEXT, b'{"jsonrpc":"2.0"' * 50)[:300])
+                    await conn.send_raw(client_frame(OP_TEXT, b'{"jsonrpc":"2.0"' * 50)[:300])
                 elif detail == "mid message":
-                    await conn.send_raw(ws_frame(OP_TEXT, b'{"jsonrpc":', fin=False))
+                    await conn.send_raw(client_frame(OP_TEXT, b'{"jsonrpc":', fin=False))
                 await self.drop()
                 self.closes["abandoned"] += 1
                 return
@@ -1179,7 +1162,7 @@ class FuzzTarget:
         if mode == "stay":
             return
         if mode == "client close":
-            await conn.send_raw(ws_frame(OP_CLOSE, int(detail).to_bytes(2, "big") + b"bye"))
+            await conn.send_raw(client_frame(OP_CLOSE, int(detail).to_bytes(2, "big") + b"bye"))
             code = await conn.wait_closed()
             assert code == detail, f"the server answered close {detail} with {code}"
             self.closes["client close"] += 1
@@ -1189,7 +1172,7 @@ class FuzzTarget:
         # (The server may drop the connection before it has read all of the frame.)
         with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             if mode == "utf8":
-                await conn.send_raw(ws_frame(OP_TEXT, detail))
+                await conn.send_raw(client_frame(OP_TEXT, detail))
             elif mode == "violation":
                 await conn.send_raw(VIOLATIONS[detail])
             else:
@@ -1654,7 +1637,7 @@ async def test_a_request_sent_with_the_upgrade_request_is_answered_or_refused(
         async with in_process_server(tmp_path) as (_, server), trio.open_nursery() as nursery:
             request = b'{"jsonrpc":"2.0","id":1,"method":"pty.list"}'
             stream = await trio.open_tcp_stream("127.0.0.1", server.port)
-            await stream.send_all(upgrade_request(server.port) + ws_frame(OP_TEXT, request))
+            await stream.send_all(upgrade_request(server.port) + client_frame(OP_TEXT, request))
             received = b""
             while b"\r\n\r\n" not in received:
                 data = await stream.receive_some(65536)

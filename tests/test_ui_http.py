@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 
@@ -32,13 +32,9 @@ from trio_pty.rpc.client import RpcError, connect
 from trio_pty.rpc.server import PAGE_LINE_PREFIX, RpcServer, ServerOptions, open_server
 from trio_pty.ui import ASSETS_DIR, AssetsError, load_page, vendor
 
-from .test_rpc_support import (
-    ServerProcess,
-    client_frame,
-    raw_status,
-    start_server,
-    wait_no_server_processes,
-)
+from .test_rpc_support import ServerProcess, client_frame, live, raw_status, server, start_server
+
+__all__ = ["live", "server"]  # fixtures used by name
 
 HAS_VENDOR_COPY = True
 try:
@@ -107,22 +103,6 @@ def stderr_line(server: ServerProcess, prefix: str, timeout: float = 5.0) -> str
         if time.monotonic() > deadline:
             return None
         time.sleep(0.02)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = start_server(tmp_path_factory.mktemp("server"))
-    try:
-        yield process
-    finally:
-        process.stop()
-
-
-@pytest.fixture
-def live(server: ServerProcess) -> Iterator[ServerProcess]:
-    yield server
-    wait_no_server_processes(server)
-    assert server.proc.poll() is None, f"the server died: {server.stderr()}"
 
 
 SECURITY_HEADERS = {
