@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 
 import pytest
 import trio
@@ -256,3 +257,42 @@ async def test_no_output_lost_at_exit() -> None:
                 await wait_for_status(m, info.id, "exited")
                 assert m.get(info.id).byte_count == size
                 await m.kill(info.id, cleanup=True)
+
+
+# Runs in a child Python process, which ignores SIGINT and SIGHUP and blocks SIGUSR1 the way a
+# server started by `nohup` or as a script's background job does.
+SIGNALS_SCRIPT = """
+import signal, trio, trio_pty
+from trio_pty import Wait
+
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+
+async def main():
+    async with trio_pty.open_manager() as manager:
+        info = await manager.spawn(
+            "grep", ["-E", "^Sig(Ign|Blk)", "/proc/self/status"], description="signals"
+        )
+        page = await manager.read(info.id, wait=Wait(exit=True, timeout_ms=10000))
+        for line in page.lines:
+            print(line.text)
+
+trio.run(main)
+"""
+
+
+async def test_children_start_with_default_signal_handling() -> None:
+    """Ignored and blocked signals survive exec: without a reset, a shell in the PTY of a
+    server started by `nohup` would ignore Ctrl-C (and could not even trap it)."""
+    with trio.fail_after(30):
+        done = await trio.run_process(
+            [sys.executable, "-c", SIGNALS_SCRIPT], capture_stdout=True, capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    masks = {
+        name: value.strip()
+        for name, value in (line.split(":") for line in done.stdout.decode().splitlines())
+    }
+    assert masks == {"SigIgn": "0000000000000000", "SigBlk": "0000000000000000"}

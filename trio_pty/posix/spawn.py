@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import shutil
+import signal
 import stat
 import struct
 import subprocess
@@ -29,7 +31,14 @@ import trio
 
 from ..errors import SpawnFailed
 
+log = logging.getLogger(__name__)
+
 _SETSID = shutil.which("setsid")
+_ENV = shutil.which("env")
+# Python ignores these itself; subprocess's restore_signals resets them in the child.
+_RESTORED = frozenset({signal.SIGPIPE, signal.SIGXFSZ})
+_UNCATCHABLE = frozenset({signal.SIGKILL, signal.SIGSTOP})
+_reset_helper: list[str] | None = None  # decided on first need; [] when unavailable
 _IUTF8 = 0o40000  # Linux value; termios only exports it from Python 3.12
 
 
@@ -125,7 +134,7 @@ async def start_child(
     """
     if _SETSID is None:
         raise SpawnFailed("util-linux `setsid` is required but not on PATH", command=command)
-    argv = [_SETSID, "-c", "--", command, *args]
+    argv = [*_signal_reset(), _SETSID, "-c", "--", command, *args]
     try:
         return await trio.lowlevel.open_process(
             argv,
@@ -141,3 +150,61 @@ async def start_child(
         raise spawn_failed(command, exc) from None
     except subprocess.SubprocessError as exc:
         raise SpawnFailed(f"Cannot run {command}: {exc}", command=command) from None
+
+
+def inherited_ignores() -> list[int]:
+    """Signals this process ignores that a child would inherit: an ignored disposition
+    survives exec. A server started by `nohup`, or as a background job of a script, ignores
+    SIGHUP or SIGINT and SIGQUIT, and its shells would then ignore Ctrl-C (a shell cannot
+    even trap a signal ignored on entry)."""
+    return [
+        sig
+        for sig in signal.valid_signals()
+        if sig not in _RESTORED
+        and sig not in _UNCATCHABLE
+        and signal.getsignal(sig) is signal.SIG_IGN
+    ]
+
+
+def _signal_reset() -> list[str]:
+    """The exec prefix that gives the child default signal dispositions and an empty signal
+    mask (both survive exec), when this thread would pass on anything else; usually nothing,
+    and one exec less."""
+    global _reset_helper
+    passed_on = [*inherited_ignores(), *signal.pthread_sigmask(signal.SIG_BLOCK, ())]
+    if not passed_on:
+        return []
+    if _reset_helper is None:
+        _reset_helper = _find_reset_helper()
+        if not _reset_helper:
+            names = ", ".join(sorted({_signal_name(sig) for sig in passed_on}))
+            log.warning(
+                "PTY children inherit this process's ignored or blocked %s: GNU `env "
+                "--default-signal` (coreutils >= 8.31) is needed to reset them",
+                names,
+            )
+    return _reset_helper
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:  # a real-time signal
+        return f"signal {sig}"
+
+
+def _find_reset_helper() -> list[str]:
+    if _ENV is None:
+        return []
+    try:
+        probe = subprocess.run(
+            [_ENV, "--default-signal", "true"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [_ENV, "--default-signal", "--"] if probe.returncode == 0 else []
