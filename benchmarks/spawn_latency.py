@@ -13,6 +13,7 @@ import errno
 import gc
 import os
 import shutil
+import signal
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -23,6 +24,7 @@ from ptyprocess import PtyProcess  # type: ignore[import-untyped]
 
 import trio_pty
 from trio_pty import ExitEvent, Limits
+from trio_pty.posix import spawn
 
 from . import procs, stats
 from .harness import Context, Result
@@ -260,6 +262,15 @@ def _summarize(
         baseline=f"ptyprocess {peer:.2f} ms",
         ratio=stats.ratio(ours_first, peer),
     )
+    passed_on = spawn.inherited_ignores()
+    if passed_on:
+        names = ", ".join(signal.Signals(sig).name for sig in passed_on if sig < signal.SIGRTMIN)
+        result.notes.append(
+            f"This run's process ignores {names}, so trio-pty starts each child through "
+            "`env --default-signal` (one more exec) to give it default signal handling; the "
+            "floor and the peers pass the ignored signals on. Run from a shell that does not "
+            "ignore them (not as a background job of a script) to compare like with like."
+        )
     flat = result.params["flat_ratio"]
     growth = {
         name: stats.ratio(tables["512 MB held: first_byte"][name]["median"], first[name]["median"])
