@@ -91,3 +91,12 @@ def kill_leftovers(leftovers: Iterable[ProcessView]) -> None:
     for view in leftovers:
         with contextlib.suppress(OSError):
             os.waitpid(view.pid, os.WNOHANG)
+
+
+async def kill_descendants(root: int, *, timeout: float = 5) -> None:
+    """After a test that may have leaked on purpose: end every descendant of `root`,
+    including any forked meanwhile, within `timeout`."""
+    with trio.move_on_after(timeout):
+        while leftovers := descendants([root]):
+            kill_leftovers(leftovers.values())
+            await trio.sleep(0.01)

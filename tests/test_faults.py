@@ -537,10 +537,7 @@ async def test_kill_right_after_spawn_leaves_nothing() -> None:
                     assert left == {}, left
     finally:
         # If it fails, leave nothing behind to fail the tests after it.
-        with trio.move_on_after(5):
-            while leftovers := leaks.descendants([me]):
-                leaks.kill_leftovers(leftovers.values())
-                await trio.sleep(0.01)
+        await leaks.kill_descendants(me)
 
 
 async def test_a_process_first_seen_while_it_execs_keeps_its_tags() -> None:
@@ -609,10 +606,7 @@ async def test_a_classic_double_fork_daemon_leaves_no_zombie() -> None:
                 left = leaks.descendants([me])
                 assert left == {}, left
     finally:
-        with trio.move_on_after(5):
-            while leftovers := leaks.descendants([me]):
-                leaks.kill_leftovers(leftovers.values())
-                await trio.sleep(0.01)
+        await leaks.kill_descendants(me)
 
 
 # ------------------------------------------------------------------ subscribers

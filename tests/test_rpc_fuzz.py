@@ -1261,6 +1261,16 @@ def drive(target: FuzzTarget, strategy: st.SearchStrategy[Batch], max_examples: 
     fuzz()
 
 
+async def fuzz_through(target: FuzzTarget, count: int) -> None:
+    """`count` examples through `target`, its clients dropped after, then one round trip of
+    the guard: the bystander still works."""
+    try:
+        await trio.to_thread.run_sync(drive, target, batches(vocabulary()), count)
+    finally:
+        await target.drop()
+    await target.guard.round_trip()
+
+
 @asynccontextmanager
 async def in_process_server(root: Path) -> AsyncIterator[tuple[Manager, RpcServer]]:
     (root / "sub").mkdir(exist_ok=True)
@@ -1312,13 +1322,7 @@ async def test_fuzz_in_process_server_tasks_return_to_baseline(
             await trio.testing.wait_all_tasks_blocked()
             baseline = Counter(leaks.trio_tasks())
             target = FuzzTarget(server.port, nursery, guard, admin)
-            try:
-                await trio.to_thread.run_sync(
-                    drive, target, batches(vocabulary()), count
-                )
-            finally:
-                await target.drop()
-            await guard.round_trip()
+            await fuzz_through(target, count)
             # The fuzz clients are gone: only the guard's and the admin's connections remain.
             await wait_for(lambda: len(server.connections) == 2 and len(server._slots) == 2,
                            CLOSE_TIMEOUT, "the fuzz connections to close")
@@ -1357,13 +1361,7 @@ async def test_fuzz_serve_subprocess(tmp_path: Path) -> None:
             ):
                 guard = await Guard.start(guard_client)
                 target = FuzzTarget(process.port, nursery, guard, admin)
-                try:
-                    await trio.to_thread.run_sync(
-                        drive, target, batches(vocabulary()), count
-                    )
-                finally:
-                    await target.drop()
-                await guard.round_trip()
+                await fuzz_through(target, count)
                 with trio.fail_after(CLOSE_TIMEOUT):
                     info = await guard_client.server_info()
                     while info["counts"]["connections"] != 2:
