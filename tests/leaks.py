@@ -74,7 +74,9 @@ def pty_masters() -> list[int]:
 def trio_tasks() -> list[str]:
     """Names of every task in the current trio run."""
     names: list[str] = []
-    stack = [trio.lowlevel.current_root_task()]
+    root = trio.lowlevel.current_root_task()
+    assert root is not None, "only inside trio.run"
+    stack = [root]
     while stack:
         task = stack.pop()
         names.append(task.name)

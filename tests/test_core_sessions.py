@@ -287,7 +287,9 @@ async def test_children_start_with_default_signal_handling() -> None:
     server started by `nohup` would ignore Ctrl-C (and could not even trap it)."""
     with trio.fail_after(30):
         done = await trio.run_process(
-            [sys.executable, "-c", SIGNALS_SCRIPT], capture_stdout=True, capture_stderr=True,
+            [sys.executable, "-c", SIGNALS_SCRIPT],
+            capture_stdout=True,
+            capture_stderr=True,
             check=False,
         )
     assert done.returncode == 0, done.stderr.decode()[-2000:]

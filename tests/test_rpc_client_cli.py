@@ -52,8 +52,9 @@ async def cli(
 async def test_cli_commands_and_exit_codes(live: ServerProcess, request: Any) -> None:
     owner = owner_for(request)
     with trio.fail_after(30):
-        spawned = await cli(live, owner, "spawn", "--title", "greeter", "--",
-                            "sh", "-c", 'read x; echo "got:$x"')
+        spawned = await cli(
+            live, owner, "spawn", "--title", "greeter", "--", "sh", "-c", 'read x; echo "got:$x"'
+        )
         assert spawned.returncode == 0, spawned.stderr
         session_id = spawned.stdout.decode().strip()
         assert session_id.startswith("pty_")
@@ -101,9 +102,7 @@ async def test_cli_commands_and_exit_codes(live: ServerProcess, request: Any) ->
         assert empty.returncode == 0 and empty.stdout == b""
 
 
-async def test_cli_attach_through_a_real_terminal(
-    live: ServerProcess, request: Any
-) -> None:
+async def test_cli_attach_through_a_real_terminal(live: ServerProcess, request: Any) -> None:
     """`trio-pty attach` runs in a PTY of an in-process manager, attached to a session of
     the server: what is typed reaches the session, its output comes back, a resize follows,
     Ctrl-] detaches, and the terminal is back in cooked mode afterwards."""
@@ -111,16 +110,22 @@ async def test_cli_attach_through_a_real_terminal(
     with trio.fail_after(30):
         async with connect(live.url, live.token) as client:
             target = await client.spawn(
-                "sh", ["-c", 'while read -r line; do echo "echo:$line"; done'],
-                owner=owner, description="target",
+                "sh",
+                ["-c", 'while read -r line; do echo "echo:$line"; done'],
+                owner=owner,
+                description="target",
             )
             script = f"{sys.executable} -m trio_pty attach {target.id}; echo rc=$?; stty -a"
             async with trio_pty.open_manager(Limits(terminate_grace=0.3)) as manager:
                 outer = await manager.spawn(
-                    "sh", ["-c", script], description="attach",
-                    env={"TRIO_PTY_URL": live.url,
-                         "TRIO_PTY_TOKEN": live.token or "",
-                         "TRIO_PTY_OWNER": owner},
+                    "sh",
+                    ["-c", script],
+                    description="attach",
+                    env={
+                        "TRIO_PTY_URL": live.url,
+                        "TRIO_PTY_TOKEN": live.token or "",
+                        "TRIO_PTY_OWNER": owner,
+                    },
                 )
                 await wait_for_text(manager, outer.id, "detach with Ctrl-]")
                 await manager.write(outer.id, "abc\r")
@@ -141,9 +146,7 @@ async def test_cli_attach_through_a_real_terminal(
                 await manager.write(outer.id, DETACH_KEY.decode())
                 text = await wait_for_text(manager, outer.id, "rc=0")
                 await wait_for_status(manager, outer.id, "exited")
-                text = "\n".join(
-                    line.text for line in (await manager.read(outer.id)).lines
-                )
+                text = "\n".join(line.text for line in (await manager.read(outer.id)).lines)
                 assert f"[detached from {target.id}]" in text
                 flags = set(text.split("rc=0", 1)[1].replace(";", " ").split())
                 assert {"icanon", "echo", "isig", "opost"} <= flags, text
@@ -194,13 +197,48 @@ def test_keystrokes_arrive_byte_for_byte(data: bytes) -> None:
 
 def test_list_table() -> None:
     info = SessionInfo(
-        id="pty_0000abcd", owner="o", command="python3", args=["-m", "http.server"],
-        workdir="/", title=None, description="dev server", status="exited", pid=42,
-        exit_code=None, exit_signal=9, timed_out=True, created_at=time.time() - 125,
-        line_count=7, byte_count=99, rows=24, cols=80, notify_on_exit=False, timeout=5.0,
+        id="pty_0000abcd",
+        owner="o",
+        command="python3",
+        args=["-m", "http.server"],
+        workdir="/",
+        title=None,
+        description="dev server",
+        status="exited",
+        pid=42,
+        exit_code=None,
+        exit_signal=9,
+        timed_out=True,
+        created_at=time.time() - 125,
+        line_count=7,
+        byte_count=99,
+        rows=24,
+        cols=80,
+        notify_on_exit=False,
+        timeout=5.0,
     )
     header, row = format_table([info]).splitlines()
-    assert header.split() == ["ID", "STATUS", "PID", "EXIT", "LINES", "AGE", "COMMAND",
-                              "DESCRIPTION"]
-    assert row.split() == ["pty_0000abcd", "exited", "(timeout)", "42", "sig9", "7", "2m",
-                           "python3", "-m", "http.server", "dev", "server"]
+    assert header.split() == [
+        "ID",
+        "STATUS",
+        "PID",
+        "EXIT",
+        "LINES",
+        "AGE",
+        "COMMAND",
+        "DESCRIPTION",
+    ]
+    assert row.split() == [
+        "pty_0000abcd",
+        "exited",
+        "(timeout)",
+        "42",
+        "sig9",
+        "7",
+        "2m",
+        "python3",
+        "-m",
+        "http.server",
+        "dev",
+        "server",
+    ]

@@ -173,9 +173,7 @@ async def test_every_error_code_leaves_the_connection_usable(
                 "pty.read",
                 {"id": done, "owner": owner, "wait": {"exit": True, "timeout_ms": 5000}},
             )
-            reply = await call_error(
-                "pty.write", {"id": done, "owner": owner, "data": "x"}, -32006
-            )
+            reply = await call_error("pty.write", {"id": done, "owner": owner, "data": "x"}, -32006)
             assert reply["error"]["data"]["status"] == "exited"
             assert reply["error"]["data"]["exit_code"] == 0
             await rpc(ws, next(next_id), "pty.kill", {"id": done, "owner": owner, "cleanup": True})
@@ -431,7 +429,10 @@ async def test_exit_notification_goes_to_spawner_and_attached_once(
             connect(live.url, live.token) as bystander,
         ):
             info = await spawner.spawn(
-                "sh", ["-c", "read x; exit 3"], owner=owner, description="ends",
+                "sh",
+                ["-c", "read x; exit 3"],
+                owner=owner,
+                description="ends",
                 notify_on_exit=True,
             )
             async with watcher.attach(info.id, owner=owner) as attachment:
@@ -463,9 +464,7 @@ async def test_owners_are_isolated(live: ServerProcess, request: Any) -> None:
             with pytest.raises(RpcError) as missing:
                 await client.read("pty_ffffffff", owner=owner + "-b")
             assert foreign.value.kind == missing.value.kind == "session_not_found"
-            assert foreign.value.message == missing.value.message.replace(
-                "pty_ffffffff", info.id
-            )
+            assert foreign.value.message == missing.value.message.replace("pty_ffffffff", info.id)
             assert await client.delete_owner(owner) == 1
 
 
@@ -491,7 +490,8 @@ async def test_sigterm_tears_down_sessions_that_ignore_sigterm(
             async with connect(server.url, server.token) as client:
                 for _ in range(3):
                     await client.spawn(
-                        "sh", ["-c", "trap '' TERM; sleep 1000 & sleep 1000"],
+                        "sh",
+                        ["-c", "trap '' TERM; sleep 1000 & sleep 1000"],
                         description="stubborn",
                     )
                 with trio.fail_after(5):
@@ -523,7 +523,9 @@ def test_bad_config_is_a_usage_error(tmp_path: Path) -> None:
     config.write_text('colour = "red"\n[limits]\nterminate_grace = "soon"\n')
     done = subprocess.run(
         [sys.executable, "-m", "trio_pty", "serve", "--port", "0", "--config", str(config)],
-        capture_output=True, timeout=20, stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=20,
+        stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 2
     assert b"unknown key(s): colour" in done.stderr

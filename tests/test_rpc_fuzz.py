@@ -102,16 +102,22 @@ RULES: dict[str, Any] = {
     "external_directory": "deny",
     "shell": {"*": "deny", "cat": "allow", "true": "allow"},
 }
+
+
 def limits_toml(limits: Limits) -> str:
     """The `[limits]` table of a config file for `limits` (the fields not at their default)."""
     default = Limits()
-    lines = [f"{field.name} = {json.dumps(getattr(limits, field.name))}"
-             for field in attrs.fields(Limits)
-             if getattr(limits, field.name) != getattr(default, field.name)]
+    lines = [
+        f"{field.name} = {json.dumps(getattr(limits, field.name))}"
+        for field in attrs.fields(Limits)
+        if getattr(limits, field.name) != getattr(default, field.name)
+    ]
     return "\n".join(["[limits]", *lines])
 
 
-SERVER_CONFIG = limits_toml(FUZZ_LIMITS) + """
+SERVER_CONFIG = (
+    limits_toml(FUZZ_LIMITS)
+    + """
 
 [permissions]
 "*" = "allow"
@@ -122,6 +128,7 @@ external_directory = "deny"
 "cat" = "allow"
 "true" = "allow"
 """
+)
 
 OPEN_TIMEOUT = 10.0
 SETTLE_TIMEOUT = 15.0  # every expected response of one batch (waits are at most 0.3 s)
@@ -449,8 +456,9 @@ class Ledger:
         expected = Counter(self.definite)
         for keys in self.flexible:
             expected.update(keys)
-        missing = {k: self.labels.get(k, [])[:3] for k in expected
-                   if self.received[k] < self.definite[k]}
+        missing = {
+            k: self.labels.get(k, [])[:3] for k in expected if self.received[k] < self.definite[k]
+        }
         extra = {k: n for k, n in self.received.items() if n > expected[k]}
         return (
             f"expected {self.expected_total}, received {sum(self.received.values())}; "
@@ -562,8 +570,9 @@ class FuzzConnection:
     async def send(self, frame: Frame) -> None:
         if frame.ping is not None:
             self.pings.append(frame.ping)
-        await self.raw.stream.send_all(message_bytes(frame.opcode, frame.data, frame.cuts,
-                                                     frame.ping))
+        await self.raw.stream.send_all(
+            message_bytes(frame.opcode, frame.data, frame.cuts, frame.ping)
+        )
 
     async def send_raw(self, data: bytes) -> None:
         await self.raw.stream.send_all(data)
@@ -641,12 +650,38 @@ FAKE_SESSION = "pty_00000000"
 # Text of every kind, lone surrogates included (sent as \\u escapes: they cannot be UTF-8).
 any_char = st.characters(exclude_categories=())
 texts = st.text(any_char, max_size=12) | st.text(max_size=12)
-long_texts = st.builds(lambda piece, count: piece * count,
-                       st.text(any_char, min_size=1, max_size=4), st.integers(100, 2_000))
-strings = texts | long_texts | st.sampled_from(["", " ", "\x00", "\\u0000", "\ud800", "a\udfffb",
-                                                "cat", "true", "default", FUZZ_OWNER, "\u2028"])
-json_scalars = (st.none() | st.booleans() | st.integers() | st.integers(-(2**70), 2**70)
-                | st.floats(allow_nan=False, allow_infinity=False) | texts)
+long_texts = st.builds(
+    lambda piece, count: piece * count,
+    st.text(any_char, min_size=1, max_size=4),
+    st.integers(100, 2_000),
+)
+strings = (
+    texts
+    | long_texts
+    | st.sampled_from(
+        [
+            "",
+            " ",
+            "\x00",
+            "\\u0000",
+            "\ud800",
+            "a\udfffb",
+            "cat",
+            "true",
+            "default",
+            FUZZ_OWNER,
+            "\u2028",
+        ]
+    )
+)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | texts
+)
 json_values = st.recursive(
     json_scalars,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
@@ -663,16 +698,44 @@ class Literal_:
 
 
 number_literals = st.one_of(
-    st.sampled_from([
-        "1e308", "-1e308", "1.7976931348623157e308", "1e309", "-1e309", "1E400", "-0.0", "-0",
-        "0e0", "0.0", "2.5e-324", "1e-400", "5.0", "1.5", "-1", "9007199254740992.0",
-        "9007199254740994.0", "9007199254740993", "18446744073709551616", "1e15", "1e16",
-        "4294967296", "2147483648", "-2147483649", "1" + "0" * 4299, "1" + "0" * 4300,
-    ]),
-    st.builds(lambda sign, digits: sign + "9" * digits, st.sampled_from(["", "-"]),
-              st.integers(1, 6000)),
-    st.builds(lambda mantissa, exponent: f"{mantissa}e{exponent}",
-              st.integers(-9, 9), st.integers(-400, 400)),
+    st.sampled_from(
+        [
+            "1e308",
+            "-1e308",
+            "1.7976931348623157e308",
+            "1e309",
+            "-1e309",
+            "1E400",
+            "-0.0",
+            "-0",
+            "0e0",
+            "0.0",
+            "2.5e-324",
+            "1e-400",
+            "5.0",
+            "1.5",
+            "-1",
+            "9007199254740992.0",
+            "9007199254740994.0",
+            "9007199254740993",
+            "18446744073709551616",
+            "1e15",
+            "1e16",
+            "4294967296",
+            "2147483648",
+            "-2147483649",
+            "1" + "0" * 4299,
+            "1" + "0" * 4300,
+        ]
+    ),
+    st.builds(
+        lambda sign, digits: sign + "9" * digits, st.sampled_from(["", "-"]), st.integers(1, 6000)
+    ),
+    st.builds(
+        lambda mantissa, exponent: f"{mantissa}e{exponent}",
+        st.integers(-9, 9),
+        st.integers(-400, 400),
+    ),
 ).map(Literal_)
 
 ids = st.one_of(
@@ -702,8 +765,18 @@ def params_of(method: str) -> dict[str, Any]:
 
 
 METHOD_NAMES = [*methods.METHODS, CANCEL]
-BAD_METHODS = ["pty.nope", "", "PTY.SPAWN", "pty.spawn ", "pty.", "$/cancel", "server.info\x00",
-               "__init__", "dispatch", "rpc.discover"]
+BAD_METHODS = [
+    "pty.nope",
+    "",
+    "PTY.SPAWN",
+    "pty.spawn ",
+    "pty.",
+    "$/cancel",
+    "server.info\x00",
+    "__init__",
+    "dispatch",
+    "rpc.discover",
+]
 
 
 def _is_union(tp: Any) -> bool:
@@ -783,8 +856,9 @@ def typed_value(tp: Any, name: str, vocab: Vocabulary, *, sane: bool) -> st.Sear
         return st.dictionaries(names, typed_value(value, name, vocab, sane=sane), max_size=3)
     if attrs.has(tp):
         hints = typing.get_type_hints(tp)
-        optional = {f.name: typed_value(hints[f.name], f.name, vocab, sane=sane)
-                    for f in attrs.fields(tp)}
+        optional = {
+            f.name: typed_value(hints[f.name], f.name, vocab, sane=sane) for f in attrs.fields(tp)
+        }
         return st.fixed_dictionaries({}, optional=optional)
     raise AssertionError(f"no strategy for {tp!r}")  # pragma: no cover - a new param type
 
@@ -829,8 +903,9 @@ def _surrogates(value: Any) -> bool:
 
 
 # Ids a client would use (and null): most requests carry one of these.
-plain_ids = st.one_of(st.integers(0, 10**6), st.text(max_size=8), st.integers(0, 10**6).map(float),
-                      st.none())
+plain_ids = st.one_of(
+    st.integers(0, 10**6), st.text(max_size=8), st.integers(0, 10**6).map(float), st.none()
+)
 
 
 @st.composite
@@ -865,10 +940,14 @@ def envelopes(draw: st.DrawFn, vocab: Vocabulary, used_ids: list[Any]) -> dict[s
     version = draw(st.sampled_from(["2.0"] * 12 + ["1.0", "2", 2.0, 2, None, "", "2.0 ", "omit"]))
     if version != "omit":
         message["jsonrpc"] = version
-    method = draw(st.one_of(
-        st.sampled_from(METHOD_NAMES), st.sampled_from(METHOD_NAMES),
-        st.sampled_from(BAD_METHODS), json_values.filter(lambda v: not isinstance(v, str)),
-    ))
+    method = draw(
+        st.one_of(
+            st.sampled_from(METHOD_NAMES),
+            st.sampled_from(METHOD_NAMES),
+            st.sampled_from(BAD_METHODS),
+            json_values.filter(lambda v: not isinstance(v, str)),
+        )
+    )
     message["method"] = method
     shape = draw(st.sampled_from(["id"] * 6 + ["notification"]))
     if shape == "id":
@@ -899,7 +978,8 @@ def envelopes(draw: st.DrawFn, vocab: Vocabulary, used_ids: list[Any]) -> dict[s
         message["params"] = draw(json_scalars)
     if draw(st.integers(0, 14)) == 0:
         message[draw(st.sampled_from(["result", "error", "extra", "Id", "params2"]))] = draw(
-            json_values)
+            json_values
+        )
     return message
 
 
@@ -910,8 +990,7 @@ def serialized(draw: st.DrawFn, message: Any) -> str:
     if isinstance(message, dict) and draw(st.integers(0, 14)) == 0:
         # A repeated member name, spliced in front of the others.
         name = draw(st.sampled_from(["id", "method", "jsonrpc", "params", "x"]))
-        member = json.dumps(name) + ":" + render(draw(json_scalars), ensure_ascii=True,
-                                                   indent=None)
+        member = json.dumps(name) + ":" + render(draw(json_scalars), ensure_ascii=True, indent=None)
         text = "{" + member + ("," if len(message) else "") + text.lstrip()[1:]
     return text
 
@@ -935,8 +1014,18 @@ def deep_frame(depth: int, kind: str, place: str, unique: str) -> Frame:
     param = {"args": "pty.spawn", "env": "pty.spawn", "ready": "pty.spawn", "wait": "pty.read"}
     method = param[place]
     base = {"pty.spawn": '"command":"true","description":"d",', "pty.read": '"id":"x",'}[method]
-    text = ('{"jsonrpc":"2.0","id":' + json.dumps(unique) + ',"method":"' + method
-            + '","params":{' + base + json.dumps(place) + ":" + deep + "}}")
+    text = (
+        '{"jsonrpc":"2.0","id":'
+        + json.dumps(unique)
+        + ',"method":"'
+        + method
+        + '","params":{'
+        + base
+        + json.dumps(place)
+        + ":"
+        + deep
+        + "}}"
+    )
     expect = Expect(frozenset({key, NULL}), frozenset({INVALID_PARAMS, PARSE_ERROR}))
     return Frame(text, f"deep {kind} x{depth} in params.{place}", expect=expect)
 
@@ -957,10 +1046,23 @@ frame_options = st.builds(
 
 
 @st.composite
-def frames(draw: st.DrawFn, vocab: Vocabulary, used_ids: list[Any],
-           serial: Iterable[int]) -> Frame:
-    kind = draw(st.sampled_from(["valid"] * 8 + ["envelope"] * 8 + [
-        "json", "json", "truncated", "truncated", "bytes", "deep", "wrong type", "wrong type"]))
+def frames(draw: st.DrawFn, vocab: Vocabulary, used_ids: list[Any], serial: Iterable[int]) -> Frame:
+    kind = draw(
+        st.sampled_from(
+            ["valid"] * 8
+            + ["envelope"] * 8
+            + [
+                "json",
+                "json",
+                "truncated",
+                "truncated",
+                "bytes",
+                "deep",
+                "wrong type",
+                "wrong type",
+            ]
+        )
+    )
     options = draw(frame_options)
     frame: Frame
     if kind == "valid":
@@ -981,10 +1083,19 @@ def frames(draw: st.DrawFn, vocab: Vocabulary, used_ids: list[Any],
         cut = draw(st.integers(0, max(0, len(text) - 1)))
         frame = Frame(text[:cut], f"request cut at character {cut}")
     elif kind == "bytes":
-        data = draw(st.binary(max_size=64) | st.sampled_from([
-            b"\xef\xbb\xbf{}", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\x00",
-            '{"jsonrpc":"2.0","id":1,"method":"pty.list"}'.encode("utf-16"),
-        ]))
+        data = draw(
+            st.binary(max_size=64)
+            | st.sampled_from(
+                [
+                    b"\xef\xbb\xbf{}",
+                    b"\xc0\xaf",
+                    b"\xed\xa0\x80",
+                    b"\xf4\x90\x80\x80",
+                    b"\x00",
+                    '{"jsonrpc":"2.0","id":1,"method":"pty.list"}'.encode("utf-16"),
+                ]
+            )
+        )
         return Frame(data, "random bytes (binary)", options.cuts, options.ping)
     elif kind == "deep":
         depth = draw(st.integers(300, 1200) | st.integers(5_000, 40_000))
@@ -998,8 +1109,12 @@ def frames(draw: st.DrawFn, vocab: Vocabulary, used_ids: list[Any],
         if fields:
             name = draw(st.sampled_from(sorted(fields)))
             params[name] = draw(json_values | number_literals)
-        message = {"jsonrpc": "2.0", "id": draw(plain_ids | ids), "method": method,
-                   "params": params}
+        message = {
+            "jsonrpc": "2.0",
+            "id": draw(plain_ids | ids),
+            "method": method,
+            "params": params,
+        }
         used_ids.append(message["id"])
         frame = Frame(draw(serialized(message)), "one param of any type")
     if options.binary:
@@ -1025,13 +1140,15 @@ VIOLATIONS: dict[str, bytes] = {
     "fragmented ping": client_frame(OP_PING, b"x", fin=False),
     "continuation without a start": client_frame(OP_CONTINUATION, _REQUEST),
     "new message inside a fragmented one": (
-        client_frame(OP_TEXT, b"[", fin=False) + client_frame(OP_TEXT, _REQUEST)),
+        client_frame(OP_TEXT, b"[", fin=False) + client_frame(OP_TEXT, _REQUEST)
+    ),
     "close frame of 1 byte": client_frame(OP_CLOSE, b"\x03"),
     "close code 999": client_frame(OP_CLOSE, (999).to_bytes(2, "big")),
     "close code 1005 on the wire": client_frame(OP_CLOSE, (1005).to_bytes(2, "big")),
     "close reason not UTF-8": client_frame(OP_CLOSE, (1000).to_bytes(2, "big") + b"\xff"),
     "length not minimally encoded": (
-        bytes([0x81, 0x80 | 126]) + len(_REQUEST).to_bytes(2, "big") + b"\0\0\0\0" + _REQUEST),
+        bytes([0x81, 0x80 | 126]) + len(_REQUEST).to_bytes(2, "big") + b"\0\0\0\0" + _REQUEST
+    ),
 }
 
 # How a batch ends: stay open; a frame that must close the connection (1007/1009); the client
@@ -1041,13 +1158,22 @@ tails = st.one_of(
     st.just(("stay", None)),
     st.just(("stay", None)),
     st.just(("stay", None)),
-    st.tuples(st.just("utf8"), st.one_of(
-        st.binary(max_size=40).map(lambda b: b + b"\xff" + b),
-        st.sampled_from([
-            b"\xc0\xaf", b"\xed\xa0\x80", b'{"a":"\xed\xb0\x80"}', b"\xe2\x82",
-            b"\xf8\x88\x80\x80\x80", '{"x":"\ud800"}'.encode("utf-8", "surrogatepass"),
-        ]),
-    )),
+    st.tuples(
+        st.just("utf8"),
+        st.one_of(
+            st.binary(max_size=40).map(lambda b: b + b"\xff" + b),
+            st.sampled_from(
+                [
+                    b"\xc0\xaf",
+                    b"\xed\xa0\x80",
+                    b'{"a":"\xed\xb0\x80"}',
+                    b"\xe2\x82",
+                    b"\xf8\x88\x80\x80\x80",
+                    '{"x":"\ud800"}'.encode("utf-8", "surrogatepass"),
+                ]
+            ),
+        ),
+    ),
     st.tuples(st.just("oversize"), st.sampled_from(["ascii", "wide", "binary", "fragments"])),
     st.tuples(st.just("abandon"), st.sampled_from(["at once", "partial frame", "mid message"])),
     st.tuples(st.just("client close"), st.sampled_from([1000, 1001, 3000, 4999])),
@@ -1192,8 +1318,11 @@ class FuzzTarget:
             owner = f"batch-{self.examples}"
             info = await self.admin.spawn("cat", owner=owner, description="fuzz target")
             try:
-                await self.run(attrs.evolve(batch, frames=tuple(
-                    bind(frame, owner, info.id) for frame in batch.frames)))
+                await self.run(
+                    attrs.evolve(
+                        batch, frames=tuple(bind(frame, owner, info.id) for frame in batch.frames)
+                    )
+                )
             finally:
                 await self.admin.delete_owner(owner)
                 for other in OTHER_OWNERS:
@@ -1233,7 +1362,10 @@ class Guard:
             assert written.bytes_written == len(word) + 1
             while True:
                 page = await self.client.read(
-                    self.session_id, owner=self.owner, offset=start, pattern=f"^{word}$",
+                    self.session_id,
+                    owner=self.owner,
+                    offset=start,
+                    pattern=f"^{word}$",
                     wait=Wait(pattern=f"^{word}$", timeout_ms=200),
                 )
                 if len(page.lines) >= 2:
@@ -1248,9 +1380,15 @@ class Guard:
 def drive(target: FuzzTarget, strategy: st.SearchStrategy[Batch], max_examples: int) -> None:
     """Run hypothesis in this (worker) thread; each example runs in the trio loop."""
 
-    @settings(max_examples=max_examples, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                     HealthCheck.large_base_example])
+    @settings(
+        max_examples=max_examples,
+        deadline=None,
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.large_base_example,
+        ],
+    )
     @given(strategy)
     def fuzz(batch: Batch) -> None:
         for frame in batch.frames:
@@ -1275,8 +1413,9 @@ async def fuzz_through(target: FuzzTarget, count: int) -> None:
 async def in_process_server(root: Path) -> AsyncIterator[tuple[Manager, RpcServer]]:
     (root / "sub").mkdir(exist_ok=True)
     async with (
-        trio_pty.open_manager(FUZZ_LIMITS, root=str(root),
-                              authorizer=RulesAuthorizer(RULES)) as manager,
+        trio_pty.open_manager(
+            FUZZ_LIMITS, root=str(root), authorizer=RulesAuthorizer(RULES)
+        ) as manager,
         open_server(manager, ServerOptions(token=TOKEN, port=0)) as server,
     ):
         yield manager, server
@@ -1288,8 +1427,11 @@ def vocabulary() -> Vocabulary:
 
 
 def server_errors(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [f"{r.name}: {r.getMessage()}" for r in caplog.records
-            if r.levelno >= logging.ERROR and r.name.startswith("trio_pty")]
+    return [
+        f"{r.name}: {r.getMessage()}"
+        for r in caplog.records
+        if r.levelno >= logging.ERROR and r.name.startswith("trio_pty")
+    ]
 
 
 async def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
@@ -1324,8 +1466,11 @@ async def test_fuzz_in_process_server_tasks_return_to_baseline(
             target = FuzzTarget(server.port, nursery, guard, admin)
             await fuzz_through(target, count)
             # The fuzz clients are gone: only the guard's and the admin's connections remain.
-            await wait_for(lambda: len(server.connections) == 2 and len(server._slots) == 2,
-                           CLOSE_TIMEOUT, "the fuzz connections to close")
+            await wait_for(
+                lambda: len(server.connections) == 2 and len(server._slots) == 2,
+                CLOSE_TIMEOUT,
+                "the fuzz connections to close",
+            )
             # Sessions the fuzz spawned outlive its connections by design; remove them.
             for info in manager.list_all():
                 if info.owner != guard.owner:
@@ -1339,9 +1484,11 @@ async def test_fuzz_in_process_server_tasks_return_to_baseline(
             await guard.round_trip()
             nursery.cancel_scope.cancel()
     assert not server_errors(caplog), server_errors(caplog)
-    print(f"in-process fuzz: {target.frames_sent} frames, closes {dict(target.closes)}, "
-          f"answers {dict(target.outcomes)}, {guard.trips} guard trips, "
-          f"{time.monotonic() - started:.1f} s")
+    print(
+        f"in-process fuzz: {target.frames_sent} frames, closes {dict(target.closes)}, "
+        f"answers {dict(target.outcomes)}, {guard.trips} guard trips, "
+        f"{time.monotonic() - started:.1f} s"
+    )
 
 
 async def test_fuzz_serve_subprocess(tmp_path: Path) -> None:
@@ -1375,13 +1522,18 @@ async def test_fuzz_serve_subprocess(tmp_path: Path) -> None:
     finally:
         code = process.stop()
     assert code == 0, process.stderr()
-    await wait_for(lambda: not any(alive(pid) for pid in ran), 5,
-                   f"the processes of the server to end with it: {ran}")
+    await wait_for(
+        lambda: not any(alive(pid) for pid in ran),
+        5,
+        f"the processes of the server to end with it: {ran}",
+    )
     stderr = process.stderr()
     for marker in ("Traceback", "internal error", "connection failed"):
         assert marker not in stderr, stderr[-4000:]
-    print(f"subprocess fuzz: {target.frames_sent} frames, closes {dict(target.closes)}, "
-          f"answers {dict(target.outcomes)}")
+    print(
+        f"subprocess fuzz: {target.frames_sent} frames, closes {dict(target.closes)}, "
+        f"answers {dict(target.outcomes)}"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -1437,8 +1589,7 @@ def wrong_type_cases() -> list[tuple[str, Any, str, str]]:
     def walk(method: str, tp: Any, path: str, wrap: Wrap) -> None:
         for name in sorted(set(SAMPLES) - accepted(tp)):
             cases.append((method, wrap(SAMPLES[name]), path, name))
-        members = [m for m in typing.get_args(tp) if m is not type(None)] if _is_union(tp) \
-            else [tp]
+        members = [m for m in typing.get_args(tp) if m is not type(None)] if _is_union(tp) else [tp]
         for member in members:
             if typing.get_origin(member) is list:
                 [element] = typing.get_args(member)
@@ -1449,8 +1600,12 @@ def wrong_type_cases() -> list[tuple[str, Any, str, str]]:
             elif attrs.has(member):
                 hints = typing.get_type_hints(member)
                 for field in attrs.fields(member):
-                    walk(method, hints[field.name], f"{path}.{field.name}",
-                         nest(wrap, member_of(field.name)))
+                    walk(
+                        method,
+                        hints[field.name],
+                        f"{path}.{field.name}",
+                        nest(wrap, member_of(field.name)),
+                    )
 
     for method in METHOD_NAMES:
         for name, tp in params_of(method).items():
@@ -1500,17 +1655,23 @@ async def test_every_param_with_every_wrong_type(tmp_path: Path) -> None:
     cases = wrong_type_cases()
     extra: list[tuple[str, Any, str, str]] = []
     for method in METHOD_NAMES:
-        extra.append((method, {**BASE_PARAMS[method], "colour": "red"}, "colour",
-                      "unknown field"))
+        extra.append((method, {**BASE_PARAMS[method], "colour": "red"}, "colour", "unknown field"))
         for name in BASE_PARAMS[method]:
-            field = attrs.fields_dict(methods.CancelParams if method == CANCEL
-                                      else methods.METHODS[method].params)[name]
+            field = attrs.fields_dict(
+                methods.CancelParams if method == CANCEL else methods.METHODS[method].params
+            )[name]
             if field.default is attrs.NOTHING:
                 params = {k: v for k, v in BASE_PARAMS[method].items() if k != name}
                 extra.append((method, params, name, "required field missing"))
         extra.append((method, [1, 2], "", "by-position"))
-    extra.append(("pty.spawn", {**BASE_PARAMS["pty.spawn"], "ready": {"colour": 1}},
-                  "ready.colour", "unknown field"))
+    extra.append(
+        (
+            "pty.spawn",
+            {**BASE_PARAMS["pty.spawn"], "ready": {"colour": 1}},
+            "ready.colour",
+            "unknown field",
+        )
+    )
     with trio.fail_after(60):
         async with (
             in_process_server(tmp_path) as (manager, server),
@@ -1520,12 +1681,13 @@ async def test_every_param_with_every_wrong_type(tmp_path: Path) -> None:
             all_cases = cases + extra
             by_id: dict[int, tuple[str, Any, str, str]] = {}
             for start in range(0, len(all_cases), 64):
-                for offset, case in enumerate(all_cases[start:start + 64]):
+                for offset, case in enumerate(all_cases[start : start + 64]):
                     id = start + offset
                     by_id[id] = case
                     method, params, _, _ = case
-                    text = json.dumps({"jsonrpc": "2.0", "id": id, "method": method,
-                                       "params": params})
+                    text = json.dumps(
+                        {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
+                    )
                     frame = Frame(text, f"{method} {params!r}")
                     conn.ledger.expect(one(key_of(id), INVALID_PARAMS), frame.describe())
                     await conn.send(frame)
@@ -1542,7 +1704,8 @@ async def test_every_param_with_every_wrong_type(tmp_path: Path) -> None:
                     if what in SAMPLES:
                         assert problem["problem"].startswith("expected "), response
                         assert problem["problem"].endswith(f", got {what}") or (
-                            problem["problem"].startswith("expected one of")), response
+                            problem["problem"].startswith("expected one of")
+                        ), response
                     else:
                         assert problem["problem"] == what, response
             assert len(by_id) == len(all_cases)
@@ -1591,14 +1754,14 @@ async def test_message_size_bound_is_exact(tmp_path: Path, opcode: int) -> None:
                                 await conn.send(frame)
                                 await conn.settle(label)
                             else:
-                                with suppress(trio.BrokenResourceError,
-                                              trio.ClosedResourceError):
+                                with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                                     await conn.send(frame)
                                 assert await conn.wait_closed() == 1009, label
                                 assert conn.ledger.responses == [], label
                         witness.ledger.expect(one(key_of(id), "result"), "witness")
-                        await witness.send(Frame(
-                            f'{{"jsonrpc":"2.0","id":{id},"method":"pty.list"}}', "witness"))
+                        await witness.send(
+                            Frame(f'{{"jsonrpc":"2.0","id":{id},"method":"pty.list"}}', "witness")
+                        )
                         await witness.settle("witness")
             nursery.cancel_scope.cancel()
 

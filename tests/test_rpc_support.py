@@ -168,7 +168,8 @@ def live(server: ServerProcess) -> Iterator[ServerProcess]:
 
 
 def owner_for(request: pytest.FixtureRequest) -> str:
-    return "t-" + request.node.name[-200:]
+    name: str = request.node.name
+    return "t-" + name[-200:]
 
 
 def alive_any(pids: Sequence[int]) -> list[int]:
@@ -192,8 +193,12 @@ async def open_ws(
     try:
         async with trio.open_nursery() as nursery:
             ws = await wrap_client_stream(
-                nursery, stream, f"{parts.hostname}:{parts.port}", resource,
-                extra_headers=list(headers), **kwargs,
+                nursery,
+                stream,
+                f"{parts.hostname}:{parts.port}",
+                resource,
+                extra_headers=list(headers),
+                **kwargs,
             )
             try:
                 yield ws

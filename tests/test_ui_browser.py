@@ -139,16 +139,26 @@ def test_monitor_in_a_real_browser(server: ServerProcess, tmp_path: Path) -> Non
 
     async def spawn_sessions(client: Any) -> Any:
         await client.spawn(
-            "sh", ["-c", "echo build ok; exit 0"], owner=other, description="build",
+            "sh",
+            ["-c", "echo build ok; exit 0"],
+            owner=other,
+            description="build",
             title="make",
         )
         await client.spawn(
-            "sh", ["-c", "echo 'error: tests failed' >&2; exit 2"], owner=other,
-            description="tests", title="pytest",
+            "sh",
+            ["-c", "echo 'error: tests failed' >&2; exit 2"],
+            owner=other,
+            description="tests",
+            title="pytest",
         )
         return await client.spawn(
-            "python3", ["-u", "-c", CHILD], owner=owner, description="a calculator",
-            title="calc", ready=Wait(pattern="READY", timeout_ms=5000),
+            "python3",
+            ["-u", "-c", CHILD],
+            owner=owner,
+            description="a calculator",
+            title="calc",
+            ready=Wait(pattern="READY", timeout_ms=5000),
         )
 
     info = _rpc(server, spawn_sessions)
@@ -157,7 +167,9 @@ def test_monitor_in_a_real_browser(server: ServerProcess, tmp_path: Path) -> Non
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
-                executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+                executable_path=CHROMIUM,
+                headless=True,
+                args=CHROMIUM_ARGS,
                 timeout=20_000,
             )
             try:
@@ -248,8 +260,9 @@ def _scenario(
     wait_until(f"!{monitor}.status().connected")
 
     async def type_while_away(client: Any) -> None:
-        await client.write(info.id, "2+3\n", owner=owner,
-                           wait=Wait(pattern="ANSWER 5", timeout_ms=5000))
+        await client.write(
+            info.id, "2+3\n", owner=owner, wait=Wait(pattern="ANSWER 5", timeout_ms=5000)
+        )
 
     _rpc(server, type_while_away)
     wait_until(f"(s => s.connected && s.reconnects === 1)({monitor}.status())")

@@ -188,9 +188,14 @@ async def test_only_the_pages_own_origin_may_use_the_rpc(live: ServerProcess) ->
         for origin in (f"http://127.0.0.1:{port}", f"http://localhost:{port}"):
             assert await raw_status(port, headers=[bearer, ("Origin", origin)]) == 101, origin
         # The page's origin from the other alias: the same server either way.
-        assert await raw_status(
-            port, host=f"localhost:{port}", headers=[bearer, ("Origin", f"http://127.0.0.1:{port}")]
-        ) == 101
+        assert (
+            await raw_status(
+                port,
+                host=f"localhost:{port}",
+                headers=[bearer, ("Origin", f"http://127.0.0.1:{port}")],
+            )
+            == 101
+        )
         for origin in (
             "http://evil.example",
             f"http://evil.example:{port}",
@@ -202,8 +207,8 @@ async def test_only_the_pages_own_origin_may_use_the_rpc(live: ServerProcess) ->
         ):
             assert await raw_status(port, headers=[bearer, ("Origin", origin)]) == 403, origin
         # The page's origin gets no way around the token.
-        origin = ("Origin", f"http://127.0.0.1:{port}")
-        assert await raw_status(port, headers=[origin]) == 401
+        page_origin = ("Origin", f"http://127.0.0.1:{port}")
+        assert await raw_status(port, headers=[page_origin]) == 401
         # A rebound name is refused on the page too (Host), as it is on /rpc.
         evil = await get(port, "/", host=f"evil.example:{port}")
         assert evil.status == 403 and b"<html" not in evil.body
@@ -374,17 +379,17 @@ async def test_no_ui_turns_the_page_off_and_leaves_the_rpc(tmp_path: Path) -> No
         assert await raw_status(port) == 401
         # Without a page, its origin is just another origin.
         page_origin = ("Origin", f"http://127.0.0.1:{port}")
-        assert await raw_status(port, target=f"/rpc?token={process.token}",
-                                headers=[page_origin]) == 403
+        assert (
+            await raw_status(port, target=f"/rpc?token={process.token}", headers=[page_origin])
+            == 403
+        )
         assert stderr_line(process, PAGE_LINE_PREFIX, timeout=0.2) is None
     finally:
         assert process.stop() == 0
 
 
 async def test_a_chosen_token_is_not_printed_in_the_page_url(tmp_path: Path) -> None:
-    process = start_server(
-        tmp_path, "--token", "my-own-token", token_in_output=False
-    )
+    process = start_server(tmp_path, "--token", "my-own-token", token_in_output=False)
     try:
         page_url = stderr_line(process, PAGE_LINE_PREFIX)
         assert page_url == f"http://127.0.0.1:{process.port}/"
@@ -426,8 +431,9 @@ def test_index_html_pins_the_same_files_as_the_fetcher() -> None:
             assert integrity is not None, tag
             assert 'crossorigin="anonymous"' in tag, tag
             pinned[source.group(1)] = integrity.group(1)
-    expected = {f"/vendor/{file.name}": f"sha384-{file.sha384}" for _, file in
-                vendor.vendor_files()}
+    expected = {
+        f"/vendor/{file.name}": f"sha384-{file.sha384}" for _, file in vendor.vendor_files()
+    }
     assert pinned == expected
 
 
@@ -439,7 +445,7 @@ def test_vendor_check_and_fetch_refuse_what_does_not_match(
     with pytest.raises(vendor.VendorError, match="is not"):
         vendor.check_dir(tmp_path)
     assert vendor.main(["check", str(tmp_path)]) == 1
-    monkeypatch.setattr(vendor.shutil, "which", lambda name: None)
+    monkeypatch.setattr("shutil.which", lambda name: None)
     with pytest.raises(vendor.VendorError, match="npm is not installed"):
         vendor.fetch(tmp_path / "dest")
     assert not (tmp_path / "dest").exists()

@@ -91,7 +91,9 @@ def _client_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     )
     parser.add_argument("--token", default=default, help="access token (env TRIO_PTY_TOKEN)")
     parser.add_argument(
-        "--json", action="store_true", default=False if top else argparse.SUPPRESS,
+        "--json",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
         help="print the raw JSON result",
     )
 
@@ -123,24 +125,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--config", default=None, metavar="FILE", help="TOML config file")
     serve.add_argument(
-        "--allow-origin", action="append", default=[], metavar="ORIGIN",
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
         help="accept WebSocket requests from this exact Origin (repeatable)",
     )
     serve.add_argument(
-        "--allow-host", action="append", default=[], metavar="HOST",
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
         help="accept this Host header besides the bound address and localhost (repeatable)",
     )
     ui = serve.add_mutually_exclusive_group()
     ui.add_argument(
-        "--no-ui", action="store_true",
+        "--no-ui",
+        action="store_true",
         help="do not serve the monitor page (GET / is then 404; /rpc is unchanged)",
     )
     ui.add_argument(
-        "--ui-assets", default=None, metavar="DIR",
+        "--ui-assets",
+        default=None,
+        metavar="DIR",
         help="serve xterm.js from DIR (a copy made by trio_pty/ui/vendor.py fetch --dest DIR)",
     )
     serve.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"],
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
         help="log level on stderr (default info)",
     )
 
@@ -277,8 +290,9 @@ def _serve(args: argparse.Namespace) -> int:
     except BaseExceptionGroup as group:
         inner = _single(group)
         if isinstance(inner, OSError):
-            _fail(f"error: cannot listen on {options.host}:{options.port}: "
-                  f"{inner.strerror or inner}")
+            _fail(
+                f"error: cannot listen on {options.host}:{options.port}: {inner.strerror or inner}"
+            )
             return EXIT_ERROR
         raise
 
