@@ -18,6 +18,7 @@ from .errors import (
 from .limits import Limits
 from .manager import Manager, open_manager
 from .model import ExitEvent, Line, OutputChunk, ReadPage, SessionInfo, Wait, WriteResult
+from .posix.hardening import harden_process, is_dumpable
 
 try:
     __version__ = version("trio-pty")
@@ -45,5 +46,7 @@ __all__ = [
     "WriteResult",
     "WriteTimeout",
     "errors",
+    "harden_process",
+    "is_dumpable",
     "open_manager",
 ]
