@@ -228,6 +228,20 @@ async def test_teardown_through_the_namespace_leaves_nothing(tmp_path: Path) -> 
             assert tagged_processes(manager, info.id) == []
 
 
+async def test_teardown_leaves_the_program_its_grace_period(tmp_path: Path) -> None:
+    """The waiter and bwrap ignore the teardown's SIGHUP/SIGTERM: the program handles them in
+    its grace period (bwrap dying of them would SIGKILL the namespace at once)."""
+    script = "trap 'echo goodbye; exit 0' HUP TERM; echo ready; while :; do sleep 0.05; done"
+    with trio.fail_after(20):
+        async with sandboxed(tmp_path) as manager:
+            info = await manager.spawn("sh", ["-c", script], description="trap")
+            await wait_for_text(manager, info.id, "ready")
+            await manager.kill(info.id)
+            lines = [line.text for line in (await manager.read(info.id)).lines]
+            assert lines[-1] == "goodbye"
+            assert tagged_processes(manager, info.id) == []
+
+
 async def test_the_wrappers_death_kills_everything_inside(tmp_path: Path) -> None:
     """kills_all, without the manager's teardown: SIGKILL to the held pid alone ends every
     process in the sandbox (sh's death kills bwrap, bwrap's the PID namespace)."""

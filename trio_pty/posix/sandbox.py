@@ -22,10 +22,12 @@ here (tests/test_security_sandbox.py):
   that exits after 10 s idle (measured: bwrap exec'd directly was SIGKILLed then). The `sh`
   lives as long as the session, so its death (teardown) kills bwrap, and bwrap's death kills
   the PID namespace: everything inside (`kills_all`);
-- that `sh` and bwrap ignore SIGINT and SIGQUIT, and the command gets default dispositions
-  back inside (`env --default-signal`): Ctrl-C on a command that does not take its own
-  process group (a Python REPL) reaches the whole leader's group, and bwrap dying of it
-  killed the sandbox instead of interrupting the program.
+- that `sh` and bwrap ignore SIGINT, SIGQUIT, SIGHUP and SIGTERM, and the command gets
+  default dispositions back inside (`env --default-signal`): Ctrl-C on a command that does
+  not take its own process group (a Python REPL) reaches the whole leader's group, and bwrap
+  dying of it killed the sandbox instead of interrupting the program; likewise a teardown's
+  SIGHUP/SIGTERM killed bwrap, and the namespace with it, before the program could use its
+  grace period.
 """
 
 from __future__ import annotations
@@ -41,7 +43,12 @@ __all__ = ["BubblewrapSandbox", "Sandbox"]
 # The waiter: runs bwrap as its child and exits with its status. `exit` after it keeps dash
 # from exec'ing bwrap in its place (it does so for the last command of -c).
 _WAIT_SCRIPT: Final = '"$@"; exit "$?"'
-_TTY_SIGNALS: Final = "INT,QUIT"
+# What the waiting sh and bwrap ignore (the command gets default handling back inside):
+# INT and QUIT, so that ^C to the leader's group interrupts the program, not the sandbox;
+# HUP and TERM, so that a teardown's signals give the program its grace period instead of
+# killing the waiter, whose death takes the whole namespace down at once. SIGKILL at the end
+# of the grace still ends everything.
+_WAITER_IGNORES: Final = "INT,QUIT,HUP,TERM"
 
 
 class Sandbox(Protocol):
@@ -95,7 +102,7 @@ class BubblewrapSandbox:
                 raise ValueError(f"sandbox writable path is not a directory: {path}")
         self.extra_args = tuple(extra_args)
         probe = subprocess.run(
-            [self.env, f"--ignore-signal={_TTY_SIGNALS}", "--default-signal", "true"],
+            [self.env, f"--ignore-signal={_WAITER_IGNORES}", "--default-signal", "true"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -122,7 +129,7 @@ class BubblewrapSandbox:
     def wrap(
         self, argv: Sequence[str], env: Mapping[str, str], cwd: str
     ) -> tuple[list[str], dict[str, str]]:
-        waiter = [self.env, f"--ignore-signal={_TTY_SIGNALS}", "--", self.sh, "-c", _WAIT_SCRIPT]
+        waiter = [self.env, f"--ignore-signal={_WAITER_IGNORES}", "--", self.sh, "-c", _WAIT_SCRIPT]
         inside = [self.env, "--default-signal", "--", *argv]
         return [*waiter, "sh", *self.bwrap_args(cwd), "--", *inside], dict(env)
 
