@@ -154,15 +154,12 @@ def _walk(root_fd: int, path: str) -> int:
             os.close(fd)
 
 
-def open_beneath(root_fd: int, path: str, *, use_openat2: bool | None = None) -> int:
+def open_beneath(root_fd: int, path: str) -> int:
     """Open `path` (relative to the directory `root_fd`) as a directory, O_RDONLY and
     close-on-exec, resolving every component beneath that directory. Raises `EscapesRoot`
     when the lookup would leave it, OSError for a missing, non-directory or unreadable path.
-
-    `use_openat2=False` forces the component walk (tests run both)."""
-    if use_openat2 is None:
-        use_openat2 = openat2_supported()
-    return _openat2(root_fd, path) if use_openat2 else _walk(root_fd, path)
+    Uses openat2 when the kernel has it, else the walk (tests run both)."""
+    return _openat2(root_fd, path) if openat2_supported() else _walk(root_fd, path)
 
 
 def real_path(fd: int) -> str:
