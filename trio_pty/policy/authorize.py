@@ -349,6 +349,8 @@ def _abbreviate(resource: str) -> str:
 # asked about the directory the descriptor really is.
 _OPEN_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _ROOT_FLAGS: Final = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+# Running out of these is the machine's trouble, never the caller's input nor a change.
+_OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 
 def _identity(st: os.stat_result) -> tuple[int, int]:
@@ -416,7 +418,11 @@ class WorkdirHandle:
                     and real_path(fd) == self.path
                     and _identity(os.fstat(fd)) == self._identity
                 )
-        except (OSError, ValueError, InvalidInput):
+        except OSError as exc:
+            if exc.errno in _OUT_OF_RESOURCES:
+                raise  # not a change: the spawn fails for the machine's reason
+            same = False
+        except (ValueError, InvalidInput):
             same = False
         if not same:
             raise PermissionDenied(
@@ -449,9 +455,6 @@ class WorkdirHandle:
     def __repr__(self) -> str:
         state = "closed" if self._fd < 0 else f"fd={self._fd}"
         return f"<WorkdirHandle {self.path!r} {state} inside_root={self.inside_root}>"
-
-
-_OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 
 def open_workdir(path: str | None, *, root: str) -> WorkdirHandle:
@@ -525,7 +528,9 @@ def _found_beneath(fd: int, where: str, root: str, root_fd: int) -> bool:
         return False
     try:
         again = open_beneath(root_fd, relative)
-    except OSError:
+    except OSError as exc:
+        if exc.errno in _OUT_OF_RESOURCES:
+            raise
         return False
     try:
         return _identity(os.fstat(again)) == _identity(os.fstat(fd))
