@@ -289,8 +289,8 @@ def _summarize(
         result.data["sandbox_added_ms"] = added
         result.notes.append(
             f"The bubblewrap sandbox adds {added['first_byte']:.2f} ms to the median first "
-            f"byte and {added['reaped']:.2f} ms to the median reaped time (its namespaces, "
-            "one bwrap, one sh and one env exec)."
+            f"byte and {added['reaped']:.2f} ms to the median reaped time ("
+            "its namespaces and mounts, one sh, one bwrap and one env exec)."
         )
     passed_on = spawn.inherited_ignores()
     if passed_on:

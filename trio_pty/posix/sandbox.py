@@ -40,15 +40,16 @@ from typing import Final, Protocol
 
 __all__ = ["BubblewrapSandbox", "Sandbox"]
 
-# The waiter: runs bwrap as its child and exits with its status. `exit` after it keeps dash
-# from exec'ing bwrap in its place (it does so for the last command of -c).
-_WAIT_SCRIPT: Final = '"$@"; exit "$?"'
 # What the waiting sh and bwrap ignore (the command gets default handling back inside):
 # INT and QUIT, so that ^C to the leader's group interrupts the program, not the sandbox;
 # HUP and TERM, so that a teardown's signals give the program its grace period instead of
 # killing the waiter, whose death takes the whole namespace down at once. SIGKILL at the end
 # of the grace still ends everything.
-_WAITER_IGNORES: Final = "INT,QUIT,HUP,TERM"
+_WAITER_IGNORES: Final = "INT QUIT HUP TERM"
+# The waiter: ignores those (an ignored disposition survives fork and exec, so bwrap ignores
+# them too), runs bwrap as its child and exits with its status. `exit` after it keeps dash
+# from exec'ing bwrap in its place (it does so for the last command of -c).
+_WAIT_SCRIPT: Final = f'trap \'\' {_WAITER_IGNORES}; "$@"; exit "$?"'
 
 
 class Sandbox(Protocol):
@@ -80,7 +81,7 @@ class BubblewrapSandbox:
     own PID and IPC namespaces, no network unless `network=True` (see the module docstring
     for why each part is there). `extra_args` go to bwrap before the command (for binds an
     operator needs). Raises RuntimeError at construction when bwrap, sh or a GNU env with
-    signal options is missing, so a misconfigured server fails at start, not per spawn."""
+    `--default-signal` is missing, so a misconfigured server fails at start, not per spawn."""
 
     kills_all: bool = True
 
@@ -102,7 +103,7 @@ class BubblewrapSandbox:
                 raise ValueError(f"sandbox writable path is not a directory: {path}")
         self.extra_args = tuple(extra_args)
         probe = subprocess.run(
-            [self.env, f"--ignore-signal={_WAITER_IGNORES}", "--default-signal", "true"],
+            [self.env, "--default-signal", "true"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -110,7 +111,7 @@ class BubblewrapSandbox:
             check=False,
         )
         if probe.returncode != 0:
-            raise RuntimeError("the sandbox needs GNU env with --ignore-signal (coreutils 8.31+)")
+            raise RuntimeError("the sandbox needs GNU env with --default-signal (coreutils 8.31+)")
 
     def bwrap_args(self, cwd: str) -> list[str]:
         """The bwrap options for a command started in `cwd`."""
@@ -129,7 +130,7 @@ class BubblewrapSandbox:
     def wrap(
         self, argv: Sequence[str], env: Mapping[str, str], cwd: str
     ) -> tuple[list[str], dict[str, str]]:
-        waiter = [self.env, f"--ignore-signal={_WAITER_IGNORES}", "--", self.sh, "-c", _WAIT_SCRIPT]
+        waiter = [self.sh, "-c", _WAIT_SCRIPT]
         inside = [self.env, "--default-signal", "--", *argv]
         return [*waiter, "sh", *self.bwrap_args(cwd), "--", *inside], dict(env)
 
