@@ -48,6 +48,9 @@ order, many samples each:
   session's task tree), first byte through `manager.attach`, reaped when the exit callback
   fires (the library reports an exit only after the leader is reaped and the output drained);
   the session is then removed, outside the clock.
+- *trio-pty + bwrap*: the same through a second manager whose sessions run in
+  `BubblewrapSandbox()` (read-only root, PID, IPC and network namespaces; a `sh` waiting for
+  bwrap), when bwrap is installed: the difference of the medians is the sandbox's cost.
 - *ptyprocess*: `PtyProcess.spawn` (fork via `pty.fork`), blocking `read`, `wait()`.
 - *pexpect*: `pexpect.spawn`, `read_nonblocking(1)`, `expect(EOF)`, `wait()`.
 
@@ -187,8 +190,11 @@ async def pexpect_sample() -> dict[str, float]:
     return {"first_byte": first, "reaped": reaped}
 
 
+SANDBOXED = "trio-pty + bwrap"
+
+
 async def _measure(
-    ctx: Context, label: str, trio_pty_variant: TrioPty, rounds: int
+    ctx: Context, label: str, trio_pty_variant: TrioPty, sandboxed: TrioPty | None, rounds: int
 ) -> dict[str, list[dict[str, float]]]:
     variants: dict[str, Callable[[], Awaitable[dict[str, float]]]] = {
         "floor": lambda: floor(ctty=False),
@@ -197,6 +203,8 @@ async def _measure(
         "ptyprocess": ptyprocess_sample,
         "pexpect": pexpect_sample,
     }
+    if sandboxed is not None:
+        variants[SANDBOXED] = sandboxed.sample
     for variant in variants.values():  # warm up every code path once, unmeasured
         await variant()
     return await stats.interleave(variants, rounds, progress=ctx.progress, label=label)
@@ -204,15 +212,26 @@ async def _measure(
 
 async def _main(ctx: Context, result: Result) -> None:
     variant = TrioPty(None)  # type: ignore[arg-type]
-    async with trio_pty.open_manager(Limits(), on_exit=variant.on_exit) as manager:
+    sandboxed = TrioPty(None)  # type: ignore[arg-type]
+    sandbox = trio_pty.BubblewrapSandbox() if shutil.which("bwrap") else None
+    if sandbox is None:
+        result.notes.append("bwrap is not installed: the sandboxed variant was not measured.")
+    async with (
+        trio_pty.open_manager(Limits(), on_exit=variant.on_exit) as manager,
+        trio_pty.open_manager(Limits(), on_exit=sandboxed.on_exit, sandbox=sandbox) as boxed,
+    ):
         variant.manager = manager
-        plain = await _measure(ctx, "", variant, result.params["rounds"])
+        sandboxed.manager = boxed
+        with_box = sandboxed if sandbox is not None else None
+        plain = await _measure(ctx, "", variant, with_box, result.params["rounds"])
         ballast = bytearray(BALLAST_BYTES)
         ballast[:: os.sysconf("SC_PAGE_SIZE")] = b"\x01" * (
             BALLAST_BYTES // os.sysconf("SC_PAGE_SIZE")
         )
         try:
-            held = await _measure(ctx, "512 MB held: ", variant, result.params["rounds_ballast"])
+            held = await _measure(
+                ctx, "512 MB held: ", variant, with_box, result.params["rounds_ballast"]
+            )
         finally:
             del ballast
             gc.collect()
@@ -262,6 +281,17 @@ def _summarize(
         baseline=f"ptyprocess {peer:.2f} ms",
         ratio=stats.ratio(ours_first, peer),
     )
+    if SANDBOXED in first:
+        added = {
+            figure: tables[figure][SANDBOXED]["median"] - tables[figure]["trio-pty"]["median"]
+            for figure in ("first_byte", "reaped")
+        }
+        result.data["sandbox_added_ms"] = added
+        result.notes.append(
+            f"The bubblewrap sandbox adds {added['first_byte']:.2f} ms to the median first "
+            f"byte and {added['reaped']:.2f} ms to the median reaped time ("
+            "its namespaces and mounts, one sh, one bwrap and one env exec)."
+        )
     passed_on = spawn.inherited_ignores()
     if passed_on:
         names = ", ".join(signal.Signals(sig).name for sig in passed_on if sig < signal.SIGRTMIN)

@@ -18,6 +18,8 @@ from .errors import (
 from .limits import Limits
 from .manager import Manager, open_manager
 from .model import ExitEvent, Line, OutputChunk, ReadPage, SessionInfo, Wait, WriteResult
+from .posix.hardening import harden_process, is_dumpable
+from .posix.sandbox import BubblewrapSandbox, Sandbox
 
 try:
     __version__ = version("trio-pty")
@@ -25,6 +27,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
 __all__ = [
+    "BubblewrapSandbox",
     "ExitEvent",
     "InvalidInput",
     "LimitExceeded",
@@ -38,6 +41,7 @@ __all__ = [
     "PermissionDenied",
     "PtyError",
     "ReadPage",
+    "Sandbox",
     "SessionInfo",
     "SessionNotFound",
     "SpawnFailed",
@@ -45,5 +49,7 @@ __all__ = [
     "WriteResult",
     "WriteTimeout",
     "errors",
+    "harden_process",
+    "is_dumpable",
     "open_manager",
 ]

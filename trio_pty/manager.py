@@ -31,8 +31,9 @@ from .policy.authorize import (
     authorize_write,
     open_workdir,
 )
-from .policy.environment import filtered_base, finish_environment
+from .policy.environment import EnvAllowList, filtered_base, finish_environment
 from .posix import reap, spawn
+from .posix.sandbox import Sandbox
 from .session import Attachment, ExitCallback, Session
 
 log = logging.getLogger("trio_pty")
@@ -71,6 +72,8 @@ class Manager:
         environ: Mapping[str, str],
         root: str,
         authorizer: Authorizer,
+        env_allow: EnvAllowList | None,
+        sandbox: Sandbox | None,
     ) -> None:
         self.limits = limits
         self.id = secrets.token_hex(8)
@@ -80,6 +83,11 @@ class Manager:
         # The environment is filtered once: every spawn starts from the same base.
         self._base_env = filtered_base(environ, mode=env_mode, extra_deny=env_deny)
         self._authorizer = authorizer
+        # Under command rules the client's env is checked against the operator's allow-list
+        # and the command is resolved with our PATH: a rule judges a command line, and the
+        # environment decides what that command line runs. None: no rules, no checks.
+        self._env_allow = env_allow
+        self._sandbox = sandbox
         self._table = reap.ProcessTable(clock=trio.current_time)
         self._sessions: dict[str, Session] = {}
         self._pending: collections.Counter[str] = collections.Counter()
@@ -150,6 +158,8 @@ class Manager:
         env = validate.env(env, limits)
         validate.window(rows, cols, limits)
         ready_pattern = self._check_wait(ready)
+        if self._env_allow is not None:
+            self._env_allow.check(env)
 
         reservation = await self._reserve_or_wait(owner)
         try:
@@ -176,9 +186,7 @@ class Manager:
                     tags={reap.TAG_MANAGER: self.id, reap.TAG_SESSION: session.id},
                     workdir=handle.path,
                 )
-                spawn.resolve_command(
-                    command, path=child_env.get("PATH", os.defpath), cwd=handle.path
-                )
+                argv = self._program(command, args, child_env, handle.path)
 
                 def register() -> None:
                     # Runs in the session task right before it reports started: no await
@@ -194,6 +202,7 @@ class Manager:
                             session,
                             child_env,
                             handle.fd,
+                            argv,
                             register,
                             name="trio_pty.session",
                         )
@@ -217,6 +226,31 @@ class Manager:
         )
         page = session.output.read(0, limits.default_read_limit)
         return attrs.evolve(session.info(), ready=attrs.evolve(page, reason=reason))
+
+    def _program(
+        self, command: str, args: Sequence[str], child_env: dict[str, str], workdir: str
+    ) -> builtins.list[str]:
+        """What to exec after the setsid step; may replace `child_env`'s content (sandbox).
+
+        Without command rules the command is looked up in the child's own PATH (a client may
+        set PATH), here once so that a bad command fails with its reason, then again by the
+        setsid helper so the program sees argv[0] as given. Under rules it is resolved with
+        our PATH, absolute entries only, and that path is what runs. Then the sandbox wraps it.
+        """
+        if self._env_allow is None:
+            spawn.resolve_command(command, path=child_env.get("PATH", os.defpath), cwd=workdir)
+            argv = [command, *args]
+        else:
+            path = self._base_env.get("PATH", os.defpath)
+            resolved = spawn.resolve_command(
+                command, path=path, cwd=workdir, absolute_dirs_only=True
+            )
+            argv = [resolved, *args]
+        if self._sandbox is not None:
+            argv, wrapped_env = self._sandbox.wrap(argv, child_env, workdir)
+            child_env.clear()
+            child_env.update(wrapped_env)
+        return argv
 
     def _check_wait(self, wait: Wait | None) -> CompiledPattern | None:
         """Validate a Wait up front (before anything is started or written)."""
@@ -505,6 +539,7 @@ class Manager:
         session: Session,
         env: dict[str, str],
         cwd_fd: int,
+        argv: builtins.list[str],
         register: Callable[[], None],
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
@@ -514,12 +549,13 @@ class Manager:
             running = session.run(
                 env=env,
                 cwd_fd=cwd_fd,
+                argv=argv,
                 on_started=register,
                 on_exit=self._notify,
                 task_status=task_status,
             )
             # This frame lives as long as the session: hold only what it needs.
-            del env, register
+            del env, register, argv
             await running
         finally:
             self._running.discard(session)
@@ -557,6 +593,13 @@ class Manager:
                 log.error("processes survived manager shutdown: %s", report.survivors)
 
 
+def _env_allow(authorizer: Authorizer | None, names: Sequence[str] | None) -> EnvAllowList | None:
+    """Rules are in place when an authorizer other than AllowAll is (or env_allow is given)."""
+    if names is None and (authorizer is None or isinstance(authorizer, AllowAll)):
+        return None
+    return EnvAllowList(names or ())
+
+
 class _Reservation:
     """A spawn's claim on a quota slot; released exactly once."""
 
@@ -581,10 +624,17 @@ async def open_manager(
     environ: Mapping[str, str] | None = None,
     root: str | None = None,
     authorizer: Authorizer | None = None,
+    env_allow: Sequence[str] | None = None,
+    sandbox: Sandbox | None = None,
     subreaper: bool = True,
 ) -> AsyncIterator[Manager]:
     """Run a manager for the duration of the block. Leaving or cancelling the block tears
     every session down concurrently, bounded by `limits.close_timeout`.
+
+    With an `authorizer` (command rules), a spawn's `env` may only set the variables
+    `env_allow` names (default: none; see `EnvAllowList`) and the command is resolved with
+    this process's PATH. Passing `env_allow` applies that check without an authorizer too.
+    `sandbox` wraps every command (e.g. `BubblewrapSandbox()`); clients cannot turn it off.
 
     `subreaper=False` leaves orphan reaping to PID 1, for applications that reap children
     themselves; processes that escape a session are then found only at shutdown.
@@ -603,6 +653,8 @@ async def open_manager(
                 environ=os.environ if environ is None else environ,
                 root=root if root is not None else os.getcwd(),
                 authorizer=authorizer or AllowAll(),
+                env_allow=_env_allow(authorizer, env_allow),
+                sandbox=sandbox,
             )
             if subreaper:
                 nursery.start_soon(manager._reap_orphans)

@@ -192,6 +192,7 @@ class Session:
         *,
         env: dict[str, str],
         cwd_fd: int,
+        argv: Sequence[str],
         on_started: Callable[[], None],
         on_exit: ExitCallback | None,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
@@ -201,7 +202,7 @@ class Session:
         try:
             try:
                 self._process = await spawn.start_child(
-                    self.command, self.args, slave=slave, env=env, cwd_fd=cwd_fd
+                    self.command, argv, slave=slave, env=env, cwd_fd=cwd_fd
                 )
             finally:
                 os.close(slave)

@@ -2,8 +2,9 @@
 
 The flow the manager follows (docs/security.md has the full story):
 
-1. validate, then `open_workdir` resolves the directory and opens it (O_NOFOLLOW), so the
-   directory is pinned before anyone is asked about it;
+1. validate, then `open_workdir` opens the directory beneath the root's descriptor (openat2
+   RESOLVE_BENEATH, or an O_NOFOLLOW walk: no swapped component leads out), so the
+   directory is pinned, and judged from the descriptor, before anyone is asked about it;
 2. authorize `shell` (the quoted command line) and, when the directory lies outside the
    manager's root, `external_directory` (its resolved path); an authorizer may take as long
    as a human needs;
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 import warnings
 from collections.abc import Mapping, Sequence
 from types import TracebackType
@@ -31,6 +31,7 @@ import attrs
 
 from trio_pty.errors import InvalidInput, PermissionDenied
 from trio_pty.policy.validate import glob_match, shell_quote
+from trio_pty.posix.beneath import EscapesRoot, open_beneath, real_path
 
 __all__ = [
     "ACTIONS",
@@ -344,7 +345,12 @@ def _abbreviate(resource: str) -> str:
 
 # -- the workdir handle ------------------------------------------------------------------------
 
-_OPEN_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# Outside the root a path may follow symlinks: wherever it leads, `external_directory` is
+# asked about the directory the descriptor really is.
+_OPEN_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_ROOT_FLAGS: Final = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+# Running out of these is the machine's trouble, never the caller's input nor a change.
+_OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 
 def _identity(st: os.stat_result) -> tuple[int, int]:
@@ -356,23 +362,32 @@ def _inside(path: str, root: str) -> bool:
     return os.path.commonpath([path, root]) == root
 
 
+def _below(path: str, root: str) -> str | None:
+    """`path` relative to `root` when it is spelled below it (not yet resolved), else None."""
+    if path == root:
+        return "."
+    prefix = root if root.endswith("/") else root + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else None
+
+
 class WorkdirHandle:
-    """An open descriptor on the resolved working directory, pinned before authorization.
+    """An open descriptor on the working directory, pinned before authorization.
 
     Close it on every path (it is a context manager; `close` is idempotent). The spawn code
     starts the child with `cwd=f"/proc/self/fd/{handle.fd}"` so that the child lands in
     this directory, not in whatever the path names by then.
     """
 
-    def __init__(self, *, requested: str, path: str, root: str, fd: int) -> None:
+    def __init__(self, *, requested: str, path: str, root: str, fd: int, inside_root: bool) -> None:
         self._requested = requested
         self._fd = fd
         self.path = path
-        """The resolved (symlink-free, absolute) path of the directory."""
+        """Where the opened directory really is (the kernel's name for the descriptor)."""
         self.root = root
         """The resolved root it was compared with."""
-        self.inside_root = _inside(path, root)
-        """Whether the directory is the root or below it (else `external_directory` applies)."""
+        self.inside_root = inside_root
+        """Whether the directory was reached beneath the root (else `external_directory`
+        applies): decided from the descriptor, never from the name asked for."""
         self._identity = _identity(os.fstat(fd))
 
     @property
@@ -387,21 +402,27 @@ class WorkdirHandle:
         return self._fd < 0
 
     def verify_unchanged(self) -> None:
-        """Refuse when the path no longer names the opened directory.
+        """Refuse when the path no longer leads to the opened directory, the same way.
 
-        Checks, after authorization: the path re-resolves to the same string, that
-        path, `/proc/self/fd/N` and the descriptor are one inode on one device.
+        After authorization: resolving the requested path again (race-free, as before) must
+        give the same directory (one inode on one device), at the same real path, equally
+        inside or outside the root, and the descriptor must still be at that path.
         """
         fd = self.fd
         try:
-            now = os.path.realpath(self._requested)
-            same = (
-                now == self.path
-                and _identity(os.stat(now)) == self._identity
-                and _identity(os.stat(f"/proc/self/fd/{fd}")) == self._identity
-                and _identity(os.fstat(fd)) == self._identity
-            )
-        except (OSError, ValueError):
+            with _open_handle(self._requested, self.root) as again:
+                same = (
+                    again.path == self.path
+                    and again.inside_root == self.inside_root
+                    and again._identity == self._identity
+                    and real_path(fd) == self.path
+                    and _identity(os.fstat(fd)) == self._identity
+                )
+        except OSError as exc:
+            if exc.errno in _OUT_OF_RESOURCES:
+                raise  # not a change: the spawn fails for the machine's reason
+            same = False
+        except (ValueError, InvalidInput):
             same = False
         if not same:
             raise PermissionDenied(
@@ -436,38 +457,85 @@ class WorkdirHandle:
         return f"<WorkdirHandle {self.path!r} {state} inside_root={self.inside_root}>"
 
 
-_OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
-
-
 def open_workdir(path: str | None, *, root: str) -> WorkdirHandle:
-    """Resolve `path` (relative to `root`; None means `root`) and open it as a directory.
+    """Open `path` (relative to `root`; None means `root`) as a directory, race-free.
+
+    A path spelled below the root is resolved beneath the root's descriptor (openat2
+    RESOLVE_BENEATH, or an O_NOFOLLOW walk): no component swapped for a symlink meanwhile can
+    lead it out. A path that leaves the root (spelled outside it, an absolute symlink, `..`
+    above the root) is opened normally and is *outside* unless the directory it reached is
+    found again beneath the root as the same inode. `path` of the handle is where the
+    descriptor really is.
 
     A missing, non-directory or unopenable path is `InvalidInput("workdir", ...)` naming the
-    OS reason and the resolved path; running out of descriptors or memory is not the
-    caller's fault and stays an OSError.
+    OS reason and the path; running out of descriptors or memory is not the caller's fault
+    and stays an OSError.
     """
     root_real = os.path.realpath(root)
     requested = root_real if path is None else os.path.join(root_real, path)
     try:
-        resolved = os.path.realpath(requested)
-    except (OSError, ValueError) as exc:
-        raise InvalidInput("workdir", f"cannot resolve: {exc}") from None
-    try:
-        fd = os.open(resolved, _OPEN_FLAGS)
+        return _open_handle(requested, root_real)
     except OSError as exc:
         if exc.errno in _OUT_OF_RESOURCES:
             raise  # the machine's trouble, not the caller's input: the spawn reports it
         reason = os.strerror(exc.errno) if exc.errno is not None else str(exc)
-        raise InvalidInput("workdir", f"{reason}: {resolved}") from None
+        raise InvalidInput("workdir", f"{reason}: {_display(requested)}") from None
     except ValueError as exc:  # embedded NUL
-        raise InvalidInput("workdir", f"{exc}: {resolved!r}") from None
+        raise InvalidInput("workdir", f"{exc}: {requested!r}") from None
+
+
+def _display(requested: str) -> str:
+    """The path for an error message only (never used to open anything)."""
     try:
-        if not stat.S_ISDIR(os.fstat(fd).st_mode):  # O_DIRECTORY already ensures it
-            raise InvalidInput("workdir", f"{os.strerror(20)}: {resolved}")
-        return WorkdirHandle(requested=requested, path=resolved, root=root_real, fd=fd)
-    except BaseException:
-        os.close(fd)
-        raise
+        return os.path.realpath(requested)
+    except (OSError, ValueError):
+        return requested
+
+
+def _open_handle(requested: str, root: str) -> WorkdirHandle:
+    root_fd = os.open(root, _ROOT_FLAGS)
+    try:
+        fd, beneath = _open_directory(requested, root, root_fd)
+        try:
+            where = real_path(fd)
+            inside = _inside(where, root) and (beneath or _found_beneath(fd, where, root, root_fd))
+            return WorkdirHandle(
+                requested=requested, path=where, root=root, fd=fd, inside_root=inside
+            )
+        except BaseException:
+            os.close(fd)
+            raise
+    finally:
+        os.close(root_fd)
+
+
+def _open_directory(requested: str, root: str, root_fd: int) -> tuple[int, bool]:
+    """Open the directory; True when it was reached beneath the root."""
+    relative = _below(requested, root)
+    if relative is not None:
+        try:
+            return open_beneath(root_fd, relative), True
+        except EscapesRoot:
+            pass
+    return os.open(requested, _OPEN_FLAGS), False
+
+
+def _found_beneath(fd: int, where: str, root: str, root_fd: int) -> bool:
+    """A directory reached from outside (an absolute link, `..` above the root) counts as
+    inside only if its real path, resolved beneath the root, is the very same inode."""
+    relative = _below(where, root)
+    if relative is None:
+        return False
+    try:
+        again = open_beneath(root_fd, relative)
+    except OSError as exc:
+        if exc.errno in _OUT_OF_RESOURCES:
+            raise
+        return False
+    try:
+        return _identity(os.fstat(again)) == _identity(os.fstat(fd))
+    finally:
+        os.close(again)
 
 
 # -- the flows ---------------------------------------------------------------------------------

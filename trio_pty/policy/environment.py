@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final, Literal
 
+from trio_pty.errors import PermissionDenied
 from trio_pty.policy.validate import glob_match
 
 __all__ = [
@@ -21,11 +22,15 @@ __all__ = [
     "CREDENTIAL_SUBSTRINGS",
     "FIXED_FALLBACKS",
     "FIXED_NAMES",
+    "RISKY_NAMES",
+    "RISKY_PREFIXES",
     "STALE_NAMES",
+    "EnvAllowList",
     "EnvMode",
     "child_environment",
     "deny_reason",
     "deny_rules",
+    "risky_reason",
 ]
 
 EnvMode = Literal["inherit", "fixed"]
@@ -229,3 +234,124 @@ def finish_environment(
         child.update(overrides)
     child.update(tags)
     return child
+
+
+# -- what a client may set under command rules ---------------------------------------------
+
+#: Variables that decide which program runs, what it loads or which commands it runs on its
+#: own: a client that may set one can run anything through an allowed command (`PATH` makes
+#: `git` a program of the client's; `GIT_CONFIG_COUNT/KEY/VALUE` set `core.fsmonitor` to any
+#: command; `HOME` or `XDG_CONFIG_HOME` point git at a config of the client's). Not
+#: exhaustive: the default is that no variable may be set at all.
+RISKY_NAMES: Final[frozenset[str]] = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "XDG_CONFIG_HOME",
+        "XDG_CONFIG_DIRS",
+        "BASH_ENV",
+        "ENV",
+        "PROMPT_COMMAND",
+        "PS0",
+        "PS1",
+        "PS4",
+        "IFS",
+        "CDPATH",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "GLOBIGNORE",
+        "ZDOTDIR",
+        "SHELL",
+        "EDITOR",
+        "VISUAL",
+        "PAGER",
+        "MANPAGER",
+        "BROWSER",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "SSH_ASKPASS",
+        "SUDO_ASKPASS",
+        "GCONV_PATH",
+        "HOSTALIASES",
+        "LOCPATH",
+        "NLSPATH",
+        "TMPDIR",
+        "JAVA_TOOL_OPTIONS",
+        "_JAVA_OPTIONS",
+        "CLASSPATH",
+        "GOFLAGS",
+        "CARGO_HOME",
+        "RUSTC_WRAPPER",
+        "CC",
+        "CXX",
+        "MAKEFLAGS",
+    }
+)
+
+#: Whole families: the dynamic loader (LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT), git, the
+#: interpreters' startup hooks and module paths, exported bash functions, npm and pip config.
+RISKY_PREFIXES: Final[tuple[str, ...]] = (
+    "LD_",
+    "DYLD_",
+    "GIT_",
+    "PYTHON",
+    "PERL",
+    "RUBY",
+    "NODE_",
+    "NPM_CONFIG_",
+    "PIP_",
+    "LUA_",
+    "BASH_FUNC_",
+    "GEM_",
+    "BUNDLE_",
+)
+
+
+def risky_reason(name: str) -> str | None:
+    """Why a client setting `name` could change what an allowed command does, or None."""
+    upper = name.upper()
+    if upper in RISKY_NAMES:
+        return "can change which program runs or what it runs"
+    for prefix in RISKY_PREFIXES:
+        if upper.startswith(prefix):
+            return f"starts with {prefix}, which can change what a program loads or runs"
+    return None
+
+
+class EnvAllowList:
+    """The variables a client may set per spawn (`env`) when command rules are in place.
+
+    A command rule judges a command line; the environment decides what that command line
+    does (`env={"PATH": evil}` turns an allowed `git status` into the client's program). So
+    under rules a client's `env` may only name variables the operator allowed. Entries are
+    exact names or globs (`*`, `?`, case-sensitive). The default, no entries, refuses every
+    variable. A risky variable (`risky_reason`: PATH, HOME, LD_*, GIT_*, PYTHON*, BASH_ENV,
+    ENV, PROMPT_COMMAND, ...) is allowed only by an entry that is exactly its name: a glob
+    such as `*` never unlocks one.
+    """
+
+    def __init__(self, names: Sequence[str] = ()) -> None:
+        for entry in names:
+            if not isinstance(entry, str) or not entry:
+                raise ValueError(f"env_allow entries must be non-empty strings, got {entry!r}")
+        self.names: tuple[str, ...] = tuple(names)
+
+    def refusal(self, name: str) -> str | None:
+        """Why a client may not set `name`, or None when it may."""
+        risky = risky_reason(name)
+        for entry in self.names:
+            if entry == name or (risky is None and glob_match(entry, name)):
+                return None
+        if risky is not None:
+            return f"{risky}; only an exact env_allow entry permits it"
+        return "not in env_allow"
+
+    def check(self, env: Mapping[str, str] | None) -> None:
+        """Raise PermissionDenied naming the first variable the client may not set."""
+        for name in env or ():
+            reason = self.refusal(name)
+            if reason is not None:
+                raise PermissionDenied("env", name, reason)
+
+    def __repr__(self) -> str:
+        return f"EnvAllowList({list(self.names)!r})"

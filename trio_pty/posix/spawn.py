@@ -83,15 +83,20 @@ def spawn_failed(command: str, exc: OSError) -> SpawnFailed:
     return SpawnFailed(f"Cannot run {command}: {reason}", command=command)
 
 
-def resolve_command(command: str, *, path: str, cwd: str) -> str:
+def resolve_command(command: str, *, path: str, cwd: str, absolute_dirs_only: bool = False) -> str:
     """Find the executable the way execvp would, so that a bad command fails here, with the
-    OS reason, instead of as a message from the setsid helper inside the PTY."""
+    OS reason, instead of as a message from the setsid helper inside the PTY.
+
+    `absolute_dirs_only` skips empty and relative PATH entries: they name directories below
+    the workdir, which a client may be able to fill (used when the result is what runs)."""
     if "/" in command:
         candidate = os.path.join(cwd, command)
         _check_executable(candidate, command)
         return candidate
     reasons: list[str] = []
     for directory in path.split(os.pathsep):
+        if absolute_dirs_only and not os.path.isabs(directory):
+            continue
         candidate = os.path.join(directory or ".", command)
         if not os.path.isabs(candidate):
             candidate = os.path.join(cwd, candidate)
@@ -121,20 +126,23 @@ def _check_executable(candidate: str, command: str) -> None:
 
 async def start_child(
     command: str,
-    args: Sequence[str],
+    argv: Sequence[str],
     *,
     slave: int,
     env: Mapping[str, str],
     cwd_fd: int,
 ) -> trio.Process:
-    """Start `command` as a session leader whose controlling tty is `slave`.
+    """Start `argv` as a session leader whose controlling tty is `slave` (`command` is the
+    user's command, for messages).
 
-    Call `resolve_command` first: the helper looks `command` up again in the child's PATH
-    (so the program sees argv[0] as given), and reports a failure only inside the PTY.
+    Call `resolve_command` first: the helper looks `argv[0]` up again in the child's PATH
+    (so the program sees argv[0] as given), and reports a failure only inside the PTY. A
+    sandbox's argv goes here as it is: the setsid step comes first, so the pid we hold is
+    the session leader whatever the sandbox runs inside it.
     """
     if _SETSID is None:
         raise SpawnFailed("util-linux `setsid` is required but not on PATH", command=command)
-    argv = [*_signal_reset(), _SETSID, "-c", "--", command, *args]
+    argv = [*_signal_reset(), _SETSID, "-c", "--", *argv]
     try:
         return await trio.lowlevel.open_process(
             argv,

@@ -1,0 +1,289 @@
+"""The sandbox hook and the bubblewrap reference, with real bwrap under real PTYs: the pid the
+manager holds is still the session leader, writes outside the workdir fail with EROFS, there
+is no network, the manager is invisible, Ctrl-C and job control work, and teardown through the
+PID namespace leaves nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+
+import trio_pty
+from trio_pty.manager import Manager
+from trio_pty.posix import reap, spawn
+from trio_pty.posix.sandbox import BubblewrapSandbox
+
+from .helpers import alive, poll_until, tagged_processes, wait_for_status, wait_for_text
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None and not os.environ.get("CI"),
+    reason="bubblewrap is not installed (CI installs it and runs these)",
+)
+
+FAST = trio_pty.Limits(terminate_grace=0.3)
+
+
+def comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
+@asynccontextmanager
+async def sandboxed(root: Path, **options: object) -> AsyncIterator[Manager]:
+    sandbox = BubblewrapSandbox(**options)  # type: ignore[arg-type]
+    async with trio_pty.open_manager(FAST, root=str(root), sandbox=sandbox) as manager:
+        yield manager
+
+
+async def run(manager: Manager, script: str, *, shell: str = "sh") -> str:
+    """Run a script in the sandbox to its end; its output."""
+    info = await manager.spawn(shell, ["-c", script + "; echo script-end"], description="probe")
+    text = await wait_for_text(manager, info.id, "script-end")
+    await wait_for_status(manager, info.id, "exited")
+    return text
+
+
+def in_foreground(pid: int) -> bool:
+    """Whether `pid` runs in its terminal's foreground process group (pgrp == tpgid)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] not in (b"T", b"Z") and fields[2] == fields[5]
+
+
+async def wait_for_foreground(manager: Manager, session_id: str, name: str) -> None:
+    """Until a process called `name` runs in the terminal's foreground group (a ^C sent
+    before that reaches the shell instead)."""
+    await poll_until(
+        lambda: any(
+            comm(pid) == name and in_foreground(pid)
+            for pid in tagged_processes(manager, session_id)
+        )
+    )
+
+
+async def test_the_held_pid_leads_the_session_and_waits_for_bwrap(tmp_path: Path) -> None:
+    with trio.fail_after(20):
+        async with sandboxed(tmp_path) as manager:
+            info = await manager.spawn("sleep", ["100"], description="leader")
+            await poll_until(lambda: comm(info.pid) == "sh")
+            assert os.getsid(info.pid) == info.pid  # setsid -c ran before the sandbox
+            assert os.getpgid(info.pid) == info.pid
+            assert info.command == "sleep" and info.args == ["100"]
+
+            # bwrap's parent is the held `sh`, a process that lives as long as the session,
+            # not the trio worker thread that started it (PR_SET_PDEATHSIG fires when that
+            # thread exits, 10 s idle).
+            def children() -> list[str]:
+                snapshot = reap.ProcessTable().snapshot()
+                return [comm(pid) for pid in snapshot.children.get(info.pid, ())]
+
+            await poll_until(lambda: children() == ["bwrap"])
+            await manager.kill(info.id)
+
+
+async def test_tty_is_the_controlling_terminal_inside(tmp_path: Path) -> None:
+    with trio.fail_after(20):
+        async with sandboxed(tmp_path) as manager:
+            text = await run(manager, "tty; stty size; read -t 0 < /dev/tty && echo tty-ok")
+            assert "/dev/console" in text  # bwrap's new /dev shows the PTY as the console
+            assert "24 80" in text
+
+
+async def test_writes_outside_the_workdir_fail_with_erofs(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    extra = tmp_path / "extra"
+    work.mkdir()
+    extra.mkdir()
+    script = (
+        "echo a > /etc/trio-pty-probe; echo b > /var/tmp/trio-pty-probe; "
+        "echo f > ../outside-probe && echo parent-in-tmpfs; "
+        "echo c > inside-probe && echo inside-ok; "
+        f"echo d > {extra}/extra-probe && echo extra-ok; "
+        "echo e > /tmp/private-probe && echo tmp-ok"
+    )
+    with trio.fail_after(20):
+        async with sandboxed(work, writable=[str(extra)]) as manager:
+            text = await run(manager, script)
+    assert text.count("Read-only file system") == 2, text
+    assert "inside-ok" in text and "extra-ok" in text and "tmp-ok" in text
+    assert (work / "inside-probe").read_text() == "c\n"
+    assert (extra / "extra-probe").read_text() == "d\n"
+    # tmp_path lies under /tmp, which is the sandbox's own tmpfs: its parent was writable
+    # there, and nothing of it reached the real one.
+    assert "parent-in-tmpfs" in text
+    assert not (tmp_path / "outside-probe").exists()
+    leaked = [
+        Path(p) for p in ("/etc/trio-pty-probe", "/var/tmp/trio-pty-probe", "/tmp/private-probe")
+    ]
+    assert not any(path.exists() for path in leaked)
+
+
+async def test_no_network_unless_asked(tmp_path: Path) -> None:
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    probe = f"(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo net=yes || echo net=no"
+    try:
+        with trio.fail_after(20):
+            async with sandboxed(tmp_path) as manager:
+                assert "net=no" in await run(manager, probe, shell="bash")
+            async with sandboxed(tmp_path, network=True) as manager:
+                assert "net=yes" in await run(manager, probe, shell="bash")
+    finally:
+        listener.close()
+
+
+async def test_the_manager_is_invisible_inside(tmp_path: Path) -> None:
+    """The PID namespace hides every outside process: /proc/$PPID is bwrap's, and no
+    environment of the manager can be read (this is what protects a root server, where
+    harden_process cannot)."""
+    script = "echo ppid=$PPID; for p in /proc/[0-9]*; do echo comm=$(cat $p/comm); done"
+    with trio.fail_after(20):
+        async with sandboxed(tmp_path) as manager:
+            text = await run(manager, script)
+    comms = {line.split("=", 1)[1] for line in text.splitlines() if line.startswith("comm=")}
+    assert "ppid=1" in text
+    assert comms <= {"bwrap", "env", "sh", "cat"}, comms
+
+
+async def test_exit_status_comes_through(tmp_path: Path) -> None:
+    with trio.fail_after(20):
+        async with sandboxed(tmp_path) as manager:
+            info = await manager.spawn("sh", ["-c", "exit 3"], description="exit")
+            await wait_for_status(manager, info.id, "exited")
+            assert manager.get(info.id).exit_code == 3
+
+
+async def test_ctrl_c_and_job_control_in_a_shell(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with sandboxed(tmp_path) as manager:
+            info = await manager.spawn("bash", ["--norc", "--noprofile", "-i"], description="bash")
+            await manager.write(info.id, "PS1='$ '; echo re''ady\n")  # the echo is not "ready"
+            await wait_for_text(manager, info.id, "ready")
+            await manager.write(info.id, "sleep 100\n")
+            await wait_for_foreground(manager, info.id, "sleep")
+            await manager.write(info.id, "\x03")
+            await manager.write(info.id, "echo status=$((1 * $?))\n")
+            await wait_for_text(manager, info.id, "status=130")
+            await manager.write(info.id, "sleep 101\n")
+            await wait_for_foreground(manager, info.id, "sleep")
+            await manager.write(info.id, "\x1a")
+            await wait_for_text(manager, info.id, "Stopped")
+            await manager.write(info.id, "bg; echo bg=$((1 * $?))\n")
+            await wait_for_text(manager, info.id, "bg=0")
+            await manager.write(info.id, "fg\n")
+            await wait_for_foreground(manager, info.id, "sleep")
+            await manager.write(info.id, "\x03")
+            await manager.write(info.id, "echo fg-status=$((1 * $?))\n")
+            await wait_for_text(manager, info.id, "fg-status=130")
+            assert manager.get(info.id).status == "running"
+
+
+async def test_ctrl_c_reaches_a_program_that_keeps_the_leaders_group(tmp_path: Path) -> None:
+    """A Python REPL does not take its own process group: ^C goes to the whole group,
+    bwrap included. bwrap must survive it (else the sandbox dies) and Python must see it."""
+    with trio.fail_after(30):
+        async with sandboxed(tmp_path) as manager:
+            info = await manager.spawn(sys.executable, ["-q"], description="repl")
+            await manager.write(info.id, "import time; print('g' + 'o'); time.sleep(100)\n")
+            await wait_for_text(manager, info.id, "go")
+            await manager.write(info.id, "\x03")
+            await wait_for_text(manager, info.id, "KeyboardInterrupt")
+            await manager.write(info.id, "print(6 * 7)\n")  # 42 only in the answer
+            await wait_for_text(manager, info.id, "42")
+            assert manager.get(info.id).status == "running"
+
+
+async def test_teardown_through_the_namespace_leaves_nothing(tmp_path: Path) -> None:
+    script = (
+        "sleep 200 & (sleep 201 &) ; setsid sh -c 'sleep 202 & sleep 203' & "
+        "trap '' HUP TERM; echo started; wait"
+    )
+    with trio.fail_after(30):
+        async with sandboxed(tmp_path) as manager:
+            info = await manager.spawn("sh", ["-c", script], description="tree")
+            await wait_for_text(manager, info.id, "started")
+            await poll_until(
+                lambda: sum(comm(p) == "sleep" for p in tagged_processes(manager, info.id)) >= 4
+            )
+            inside = tagged_processes(manager, info.id)
+            await manager.kill(info.id)
+            assert [pid for pid in inside if alive(pid)] == []
+            assert tagged_processes(manager, info.id) == []
+
+
+async def test_teardown_leaves_the_program_its_grace_period(tmp_path: Path) -> None:
+    """The waiter and bwrap ignore the teardown's SIGHUP/SIGTERM: the program handles them in
+    its grace period (bwrap dying of them would SIGKILL the namespace at once)."""
+    script = "trap 'echo goodbye; exit 0' HUP TERM; echo ready; while :; do sleep 0.05; done"
+    with trio.fail_after(20):
+        async with sandboxed(tmp_path) as manager:
+            info = await manager.spawn("sh", ["-c", script], description="trap")
+            await wait_for_text(manager, info.id, "ready")
+            await manager.kill(info.id)
+            lines = [line.text for line in (await manager.read(info.id)).lines]
+            assert lines[-1] == "goodbye"
+            assert tagged_processes(manager, info.id) == []
+
+
+async def test_the_wrappers_death_kills_everything_inside(tmp_path: Path) -> None:
+    """kills_all, without the manager's teardown: SIGKILL to the held pid alone ends every
+    process in the sandbox (sh's death kills bwrap, bwrap's the PID namespace)."""
+    sandbox = BubblewrapSandbox()
+    assert sandbox.kills_all
+    tag = {reap.TAG_MANAGER: "sandbox-test", reap.TAG_SESSION: "kills-all"}
+    argv, env = sandbox.wrap(
+        ["sh", "-c", "sleep 300 & setsid sleep 301 & sleep 302"],
+        {**os.environ, **tag},
+        str(tmp_path),
+    )
+    master, slave = spawn.open_pty(24, 80)
+    cwd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        process = await spawn.start_child("sh", argv, slave=slave, env=env, cwd_fd=cwd)
+
+        def sleepers() -> list[int]:
+            snapshot = reap.ProcessTable().snapshot()
+            return [
+                entry.pid
+                for entry in snapshot.with_tags_of("sandbox-test")
+                if comm(entry.pid) == "sleep" and alive(entry.pid)
+            ]
+
+        with trio.fail_after(20):
+            await poll_until(lambda: len(sleepers()) == 3)
+            os.kill(process.pid, signal.SIGKILL)
+            await process.wait()
+            await poll_until(lambda: not sleepers(), timeout=5)
+    finally:
+        os.close(cwd)
+        os.close(slave)
+        os.close(master)
+
+
+def test_wrap_keeps_the_command_and_the_environment() -> None:
+    sandbox = BubblewrapSandbox(network=True)
+    argv, env = sandbox.wrap(["git", "status"], {"A": "1"}, "/srv/work")
+    assert argv[-2:] == ["git", "status"]
+    assert env == {"A": "1"}
+    assert "--new-session" not in argv  # it would cost the PTY as controlling tty
+    assert "--unshare-net" not in argv
+    assert "--unshare-net" in BubblewrapSandbox().wrap(["true"], {}, "/")[0]
+    with pytest.raises(ValueError, match="not a directory"):
+        BubblewrapSandbox(writable=["/nonexistent-trio-pty"])
