@@ -20,13 +20,26 @@ def d_mark(status: int, cwd: str = "/tmp") -> bytes:
     return f"\x1b]133;D;{status};{KEY};cwd={cwd}\x07".encode()
 
 
-def feed_all(parser: MarkParser, chunks: list[bytes]) -> list[Mark]:
-    marks: list[Mark] = []
-    offset = 0
-    for chunk in chunks:
-        marks.extend(parser.feed(chunk, offset))
-        offset += len(chunk)
-    return marks
+class Stream:
+    """Output as the session stores it: each chunk is stored, then handed to the parser."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.parser = MarkParser(NONCE, lambda start, end: bytes(self.data[start:end]))
+
+    def feed(self, chunk: bytes) -> tuple[Mark, ...]:
+        offset = len(self.data)
+        self.data += chunk
+        return self.parser.feed(chunk, offset)
+
+
+def feed_all(chunks: list[bytes]) -> list[Mark]:
+    stream = Stream()
+    return [mark for chunk in chunks for mark in stream.feed(chunk)]
+
+
+def parse(data: bytes) -> tuple[Mark, ...]:
+    return Stream().feed(data)
 
 
 def test_each_kind_with_its_fields() -> None:
@@ -34,16 +47,20 @@ def test_each_kind_with_its_fields() -> None:
         b"x" + a_mark("A") + b"$ " + a_mark("B") + b"ls\r\n"
         b"\x1b]133;C;" + KEY.encode() + b";cmd=echo%20%3B%0Ahi%25\x07out\r\n" + d_mark(3, "/a%3Bb")
     )
-    marks = MarkParser(NONCE).feed(data, 100)
+    stream = Stream()
+    stream.feed(b"x" * 100)
+    marks = stream.feed(data)
     assert [m.kind for m in marks] == ["A", "B", "C", "D"]
     assert marks[0].start == 101 and data[marks[0].start - 100 : marks[0].end - 100] == a_mark("A")
     assert marks[2].command == "echo ;\nhi%"
-    assert (marks[3].status, marks[3].cwd) == (3, "/a;b")
+    assert (marks[3].status, marks[3].cwd, marks[3].paste) == (3, "/a;b", None)
     assert marks[3].end == 100 + len(data)
+    (zsh,) = parse(f"\x1b]133;D;0;{KEY};cwd=/;paste=1\x07".encode())
+    assert (zsh.status, zsh.paste) == (0, True)
 
 
 def test_c_without_a_command_line() -> None:
-    (mark,) = MarkParser(NONCE).feed(a_mark("C"), 0)
+    (mark,) = parse(a_mark("C"))
     assert mark.kind == "C" and mark.command is None
 
 
@@ -57,6 +74,7 @@ def test_c_without_a_command_line() -> None:
         f"\x1b]133;D;-1;{KEY};cwd=/\x07".encode(),
         f"\x1b]133;D;0;{KEY}\x07".encode(),  # no cwd
         f"\x1b]133;D;0;{KEY};cwd=/;x=1\x07".encode(),  # an extra field
+        f"\x1b]133;D;0;{KEY};cwd=/;paste=2\x07".encode(),
         f"\x1b]133;A;{KEY};x\x07".encode(),
         f"\x1b]133;C;{KEY};x=1\x07".encode(),
         f"\x1b]133;E;{KEY}\x07".encode(),  # not a kind we print
@@ -67,37 +85,34 @@ def test_c_without_a_command_line() -> None:
     ],
 )
 def test_forged_and_malformed_marks_are_ignored(forged: bytes) -> None:
-    parser = MarkParser(NONCE)
-    assert parser.feed(b"out " + forged + b" more", 0) == ()
+    assert parse(b"out " + forged + b" more") == ()
     # ... and they do not disturb a real mark right after them.
-    (mark,) = parser.feed(forged + d_mark(7), 0)
+    (mark,) = parse(forged + d_mark(7))
     assert (mark.kind, mark.status, mark.start) == ("D", 7, len(forged))
 
 
-def test_an_unterminated_candidate_is_dropped_past_the_bound() -> None:
-    parser = MarkParser(NONCE)
-    assert parser.feed(PREFIX + b"D;0;" + b"x" * (MAX_MARK_BYTES + 10), 0) == ()
-    # the rest of it arrives, with a BEL: still not a mark
-    offset = len(PREFIX) + 4 + MAX_MARK_BYTES + 10
-    assert parser.feed(b"\x07" + a_mark("B"), offset) == (
+def test_no_mark_is_longer_than_the_bound() -> None:
+    stream = Stream()
+    assert stream.feed(PREFIX + b"D;0;" + b"x" * MAX_MARK_BYTES) == ()
+    # its BEL arrives: too far from its start to be a mark
+    offset = len(stream.data)
+    assert stream.feed(b"\x07" + a_mark("B")) == (
         Mark("B", offset + 1, offset + 1 + len(a_mark("B"))),
     )
 
 
 def test_a_mark_split_at_every_byte() -> None:
     data = b"hello " + d_mark(42, "/x") + b" world"
-    expected = MarkParser(NONCE).feed(data, 0)
+    expected = parse(data)
     assert len(expected) == 1
     for cut in range(len(data) + 1):
-        parser = MarkParser(NONCE)
-        assert feed_all(parser, [data[:cut], data[cut:]]) == list(expected), cut
-    parser = MarkParser(NONCE)
-    assert feed_all(parser, [bytes([b]) for b in data]) == list(expected)
+        assert feed_all([data[:cut], data[cut:]]) == list(expected), cut
+    assert feed_all([bytes([b]) for b in data]) == list(expected)
 
 
 def test_a_bad_nonce_is_refused() -> None:
     with pytest.raises(ValueError):
-        MarkParser("not a nonce;")
+        MarkParser("not a nonce;", lambda start, end: b"")
 
 
 # ------------------------------------------------------------------ property
@@ -126,6 +141,9 @@ _noise = st.one_of(
             b"\x1b]133;A;tp=ffffffffffffffff\x07",
             b"\x1b]133;D;1;tp=0123456789abcdee;cwd=/\x07",
             b"\x1b]7;file://host/tmp\x07",
+            b"\x1b]0;a title\x07",
+            b"\x07\x07",
+            PREFIX + b"B;tp=01234",  # the start of our nonce only
             b"\x1b[?2004h",
             b"\r\n",
         ]
@@ -155,7 +173,7 @@ def test_exactly_the_real_marks_whatever_the_noise_and_the_cuts(
     assert KEY.encode() not in b"".join(piece for real, piece in pieces if not real)
     positions = sorted({min(cut, len(stream)) for cut in cuts})
     chunks = [stream[a:b] for a, b in zip([0, *positions], [*positions, len(stream)], strict=True)]
-    got = feed_all(MarkParser(NONCE), chunks)
-    whole = MarkParser(NONCE).feed(stream, 0)
+    got = feed_all(chunks)
+    whole = parse(stream)
     assert [(m.start, m.end) for m in got] == expected
     assert got == list(whole)

@@ -317,7 +317,7 @@ class Session:
             got = True
             start = output.append(data)
             if shell is not None:
-                shell.feed(data, start)  # marks: one bytes.find per chunk
+                shell.feed(data, start)  # marks: one bytes.find (of BEL) per chunk
             if not self._drivers:
                 reply = self._responder.feed(data, self.rows, self.cols)
                 if reply:

@@ -112,7 +112,7 @@ class ShellTracker:
         self.at_prompt = False
         self.prompts = 0  # prompts shown so far: a wait for "back at the prompt" counts them
         self.cwd: str | None = None  # as of the last D mark
-        self._parser = MarkParser(nonce)
+        self._parser = MarkParser(nonce, self._stored)
         self._output = output
         self._records: collections.deque[CommandRecord] = collections.deque(maxlen=history)
         self._next_number = 1
@@ -140,6 +140,12 @@ class ShellTracker:
                 self._command_started(mark)
             else:
                 self._command_ended(mark)
+
+    def _stored(self, start: int, end: int) -> bytes:
+        """Output bytes [start, end) as far as the ring still holds them."""
+        output = self._output
+        start = max(start, output.start_offset)
+        return output.bytes_since(start, end - start)[0] if start < end else b""
 
     def _prompt_shown(self, mark: Mark) -> None:
         current = self._current
