@@ -88,6 +88,19 @@ async def test_state_persists_between_commands(home: Path, shell: str) -> None:
 
 
 @pytest.mark.parametrize("shell", SHELLS)
+async def test_an_awkward_directory_name_is_reported_exactly(home: Path, shell: str) -> None:
+    awkward = home / "a;b%c?d#e f\tg\nh\x1b]133;D;0\x07é"
+    awkward.mkdir()
+    with trio.fail_after(20):
+        async with shell_manager(home) as manager:
+            info = await manager.spawn_shell(description="cwd", shell=shell, workdir=str(home))
+            result = await manager.run(info.id, "cd a*")
+            assert (result.exit_code, result.cwd) == (0, str(awkward))
+            result = await manager.run(info.id, "echo still fine")
+            assert texts(result.lines) == ["still fine"] and result.cwd == str(awkward)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
 async def test_multi_line_commands_are_one_command(home: Path, shell: str) -> None:
     with trio.fail_after(20):
         async with shell_manager(home) as manager:

@@ -54,7 +54,8 @@ __tp_install() {
 __tp_report() {
     # Must stay the first command: it reads the status of the command that just ended,
     # and hands the same status on to the hooks after it.
-    builtin local s=$? dir=$PWD
+    # (`builtin local` parses its words as arguments, not assignments: quote them.)
+    builtin local s="$?" dir="$PWD"
     if [[ $dir == *[%\;?#[:cntrl:]]* ]]; then
         __tp_encode "$dir"
         dir=$__tp_out
@@ -65,7 +66,7 @@ __tp_report() {
 }
 
 __tp_wrap() {
-    builtin local s=$?
+    builtin local s="$?"
     if [[ $PS1 != "$__tp_ps1" ]]; then
         # A new PS1 (a theme's hook, or the user): drop our old marks, wrap it again.
         PS1=${PS1//"\[$__tp_A\]"/}
@@ -85,7 +86,7 @@ __tp_wrap() {
 
 __tp_encode() {
     # Percent-encode what would end or split a mark: %, ;, ?, # and control characters.
-    builtin local LC_ALL=C text=$1 char i
+    builtin local LC_ALL=C text="$1" char i
     __tp_out=
     for (( i = 0; i < ${#text}; i++ )); do
         char=${text:i:1}
