@@ -419,6 +419,20 @@ async def test_a_zshrc_with_a_theme_like_prompt(home: Path) -> None:
     assert digest(zshrc) == before
 
 
+@pytest.mark.parametrize("shell", SHELLS)
+async def test_strict_options_in_the_users_startup_file(home: Path, shell: str) -> None:
+    (home / ".bashrc").write_text("set -u\nshopt -s extglob failglob\nunset PS0\n")
+    (home / ".zshrc").write_text("setopt nounset ksh_arrays sh_word_split extended_glob\n")
+    with trio.fail_after(20):
+        async with shell_manager(home) as manager:
+            info = await manager.spawn_shell(description="strict", shell=shell)
+            for code in (0, 3, 0):
+                result = await manager.run(info.id, f"echo a b; (exit {code})")
+                assert (texts(result.lines), result.exit_code) == (["a b"], code)
+            loop = await manager.run(info.id, "for i in 1 2; do\n  echo $i\ndone")
+            assert texts(loop.lines) == ["1", "2"]
+
+
 async def test_zdotdir_is_the_users_again(home: Path) -> None:
     config = home / "config"
     config.mkdir()

@@ -67,8 +67,9 @@ __tp_report() {
 
 __tp_wrap() {
     builtin local s="$?"
-    if [[ $PS1 != "$__tp_ps1" ]]; then
+    if [[ ${PS1-} != "$__tp_ps1" ]]; then
         # A new PS1 (a theme's hook, or the user): drop our old marks, wrap it again.
+        PS1=${PS1-}
         PS1=${PS1//"\[$__tp_A\]"/}
         PS1=${PS1//"\[$__tp_B\]"/}
         __tp_ps1="\[$__tp_A\]$PS1\[$__tp_B\]"
