@@ -19,7 +19,8 @@ from trio_pty.manager import Manager
 
 from .helpers import wait_for_text
 
-FAST = Limits(terminate_grace=0.3)
+# Interactive shells ignore SIGTERM: each teardown waits out the grace before SIGKILL.
+FAST = Limits(terminate_grace=0.1)
 SHELLS = ["bash", "zsh"]
 SYNTAX_ERROR = {"bash": ("if then", 2), "zsh": ("echo )", 1)}
 
@@ -504,7 +505,7 @@ async def test_a_shell_that_never_shows_a_prompt(home: Path) -> None:
     (home / ".bashrc").write_text("echo about to hang; sleep 30\n")
     with trio.fail_after(20):
         async with trio_pty.open_manager(
-            Limits(terminate_grace=0.3, spawn_timeout=1.0),
+            Limits(terminate_grace=0.1, spawn_timeout=1.0),
             environ={"PATH": os.environ["PATH"], "HOME": str(home)},
         ) as manager:
             with pytest.raises(errors.SpawnFailed) as failed:
