@@ -35,6 +35,7 @@ SCENARIOS: dict[str, str] = {
     "throughput": "benchmarks.throughput",
     "reading": "benchmarks.reading",
     "rpc": "benchmarks.rpc",
+    "shell": "benchmarks.shell",
     "memory": "benchmarks.memory",
 }
 

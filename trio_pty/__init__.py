@@ -4,6 +4,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from . import errors
 from .errors import (
+    Busy,
     InvalidInput,
     LimitExceeded,
     ManagerClosing,
@@ -17,7 +18,17 @@ from .errors import (
 )
 from .limits import Limits
 from .manager import Manager, open_manager
-from .model import ExitEvent, Line, OutputChunk, ReadPage, SessionInfo, Wait, WriteResult
+from .model import (
+    CommandInfo,
+    CommandResult,
+    ExitEvent,
+    Line,
+    OutputChunk,
+    ReadPage,
+    SessionInfo,
+    Wait,
+    WriteResult,
+)
 from .posix.hardening import harden_process, is_dumpable
 from .posix.sandbox import BubblewrapSandbox, Sandbox
 
@@ -28,6 +39,9 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 __all__ = [
     "BubblewrapSandbox",
+    "Busy",
+    "CommandInfo",
+    "CommandResult",
     "ExitEvent",
     "InvalidInput",
     "LimitExceeded",

@@ -106,6 +106,24 @@ class WriteTimeout(PtyError):
         self.bytes_written = bytes_written
 
 
+class Busy(PtyError):
+    """A shell session is still running a command: `run` does not queue behind it."""
+
+    kind = "busy"
+
+    def __init__(self, session_id: str, *, number: int, command: str) -> None:
+        shown = command if len(command) <= 80 else command[:79] + "…"
+        super().__init__(
+            f"PTY session {session_id} is busy: command {number} ({shown!r}) is still "
+            "running. Wait for it (read with wait=Wait(prompt=True)), write its input or "
+            "Ctrl-C (\\x03 with escapes), then run again.",
+            id=session_id,
+            number=number,
+            command=command,
+        )
+        self.number = number
+
+
 class InvalidInput(PtyError):
     kind = "invalid_input"
 

@@ -55,6 +55,7 @@ class Limits:
     max_raw_read_bytes: int = attrs.field(default=262_144, validator=_positive)
     max_rows: int = attrs.field(default=1000, validator=_positive)
     max_cols: int = attrs.field(default=1000, validator=_positive)
+    command_history: int = attrs.field(default=500, validator=_positive)
 
     # Input.
     max_command_bytes: int = attrs.field(default=4096, validator=_positive)

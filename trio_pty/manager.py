@@ -21,7 +21,18 @@ import trio
 
 from . import errors
 from .limits import Limits
-from .model import ExitEvent, OutputChunk, ReadPage, SessionInfo, Wait, WriteResult
+from .model import (
+    CommandInfo,
+    CommandResult,
+    ExitEvent,
+    Line,
+    OutputChunk,
+    ReadPage,
+    RunReason,
+    SessionInfo,
+    Wait,
+    WriteResult,
+)
 from .output.search import CompiledPattern, compile_pattern
 from .policy import validate
 from .policy.authorize import (
@@ -35,6 +46,9 @@ from .policy.environment import EnvAllowList, filtered_base, finish_environment
 from .posix import reap, spawn
 from .posix.sandbox import Sandbox
 from .session import Attachment, ExitCallback, Session
+from .shell import launch, pages
+from .shell.history import CommandRecord, ShellTracker
+from .shell.keys import command_text, keystrokes
 
 log = logging.getLogger("trio_pty")
 
@@ -146,6 +160,40 @@ class Manager:
         """Start `command` under a new PTY and return once it runs, or, with `ready`, once
         it is ready (pattern seen, quiet after some output, exited, or the wait timed out);
         `SessionInfo.ready` then holds the output so far and the reason."""
+        return await self._spawn(
+            command,
+            args,
+            owner=owner,
+            description=description,
+            workdir=workdir,
+            title=title,
+            notify_on_exit=notify_on_exit,
+            timeout=timeout,
+            env=env,
+            rows=rows,
+            cols=cols,
+            ready=ready,
+        )
+
+    async def _spawn(
+        self,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        owner: str,
+        description: str,
+        workdir: str | None,
+        title: str | None,
+        notify_on_exit: bool,
+        timeout: float | None,
+        env: Mapping[str, str] | None,
+        rows: int,
+        cols: int,
+        ready: Wait | None,
+        shell: _ShellStart | None = None,
+    ) -> SessionInfo:
+        """spawn, and for a shell session (`shell`) what runs besides the command asked for,
+        and the tracker its reader feeds from the first byte."""
         limits = self.limits
         validate.owner(owner, limits)
         validate.command(command, limits)
@@ -157,9 +205,9 @@ class Manager:
         timeout = validate.timeout(timeout, limits)
         env = validate.env(env, limits)
         validate.window(rows, cols, limits)
-        ready_pattern = self._check_wait(ready)
+        ready_pattern = self._check_wait(ready, shell=shell is not None)
         if self._env_allow is not None:
-            self._env_allow.check(env)
+            self._env_allow.check(env)  # the client's variables only; a shell's are ours
 
         reservation = await self._reserve_or_wait(owner)
         try:
@@ -180,13 +228,20 @@ class Manager:
                     rows=rows,
                     cols=cols,
                 )
+                if shell is not None:
+                    session.shell = shell.tracker(session)
                 child_env = finish_environment(
                     self._base_env,
-                    overrides=env,
+                    overrides=env if shell is None else {**(env or {}), **shell.env},
                     tags={reap.TAG_MANAGER: self.id, reap.TAG_SESSION: session.id},
                     workdir=handle.path,
                 )
-                argv = self._program(command, args, child_env, handle.path)
+                if shell is None:
+                    argv = self._program(command, args, child_env, handle.path)
+                else:
+                    argv = self._program(
+                        command, shell.args, child_env, handle.path, readable=(shell.directory,)
+                    )
 
                 def register() -> None:
                     # Runs in the session task right before it reports started: no await
@@ -228,9 +283,16 @@ class Manager:
         return attrs.evolve(session.info(), ready=attrs.evolve(page, reason=reason))
 
     def _program(
-        self, command: str, args: Sequence[str], child_env: dict[str, str], workdir: str
+        self,
+        command: str,
+        args: Sequence[str],
+        child_env: dict[str, str],
+        workdir: str,
+        *,
+        readable: Sequence[str] = (),
     ) -> builtins.list[str]:
         """What to exec after the setsid step; may replace `child_env`'s content (sandbox).
+        `readable` names paths of ours the program must read (a shell's startup files).
 
         Without command rules the command is looked up in the child's own PATH (a client may
         set PATH), here once so that a bad command fails with its reason, then again by the
@@ -247,19 +309,111 @@ class Manager:
             )
             argv = [resolved, *args]
         if self._sandbox is not None:
-            argv, wrapped_env = self._sandbox.wrap(argv, child_env, workdir)
+            argv, wrapped_env = self._sandbox.wrap(argv, child_env, workdir, readable=readable)
             child_env.clear()
             child_env.update(wrapped_env)
         return argv
 
-    def _check_wait(self, wait: Wait | None) -> CompiledPattern | None:
+    async def spawn_shell(
+        self,
+        *,
+        owner: str = "default",
+        description: str,
+        shell: str | None = None,
+        workdir: str | None = None,
+        env: Mapping[str, str] | None = None,
+        rows: int = 24,
+        cols: int = 80,
+        timeout: float | None = None,
+        login: bool = False,
+        rc: bool = True,
+        title: str | None = None,
+        notify_on_exit: bool = False,
+    ) -> SessionInfo:
+        """Start bash or zsh (`shell`: "bash", "zsh" or a path to one; None: the user's
+        $SHELL when it is one of those, else bash) that reports each command through marks
+        carrying a random nonce, and return once its first prompt is up (bounded by
+        spawn_timeout). `rc` reads the user's startup files (they are never written),
+        `login` what a login shell reads. Then `run`, `commands`, `Wait(prompt=True)` and
+        `read(..., command=N)` work on it; see docs/shell.md."""
+        limits = self.limits
+        deadline = trio.current_time() + limits.spawn_timeout
+        validate.owner(owner, limits)
+        validate.description(description, limits)
+        checked_env = validate.env(env, limits) or {}
+        for field, flag in (("login", login), ("rc", rc)):
+            if not isinstance(flag, bool):
+                raise errors.InvalidInput(field, f"must be true or false, got {flag!r}")
+        environ = {**self._base_env, **checked_env}
+        name, command = launch.resolve(shell, environ)
+        nonce = secrets.token_hex(8)
+        setup = launch.prepare(name, command, nonce=nonce, rc=rc, login=login, environ=environ)
+        try:
+
+            def tracker(session: Session) -> ShellTracker:
+                return ShellTracker(
+                    name,
+                    nonce,
+                    session.output,
+                    history=limits.command_history,
+                    max_line_length=limits.max_line_length,
+                    max_escape_length=limits.max_escape_length,
+                )
+
+            # Rules, SessionInfo and the sandbox see the shell the caller asked for; what
+            # runs adds our startup files and their environment (ours, not the client's).
+            info = await self._spawn(
+                setup.command,
+                (),
+                owner=owner,
+                description=description,
+                workdir=workdir,
+                title=title,
+                notify_on_exit=notify_on_exit,
+                timeout=timeout,
+                env=checked_env,
+                rows=rows,
+                cols=cols,
+                ready=None,
+                shell=_ShellStart(
+                    args=setup.args, env=setup.env, directory=setup.directory, tracker=tracker
+                ),
+            )
+            session = self._sessions[info.id]
+            marks = session.shell
+            assert marks is not None
+            with trio.move_on_at(deadline):
+                await session.wait_until(lambda: marks.prompts > 0)
+        finally:
+            setup.remove()  # read by now (or never): the nonce lives on in the shell only
+        if marks.prompts > 0:
+            return session.info()
+        # No prompt: the user's startup files failed, asked something, or took too long.
+        last = session.output.last_nonblank_line()
+        await session.kill()
+        self._remove(session)
+        how = (
+            f"exited with code {session.exit_code} before its first prompt"
+            if session.exit_code is not None
+            else f"showed no prompt within spawn_timeout ({limits.spawn_timeout:g} s)"
+        )
+        raise errors.SpawnFailed(
+            f"{name} {how}; its last output: {last!r}" if last else f"{name} {how}",
+            command=command,
+        )
+
+    def _check_wait(self, wait: Wait | None, *, shell: bool) -> CompiledPattern | None:
         """Validate a Wait up front (before anything is started or written)."""
         if wait is None:
             return None
         if not isinstance(wait, Wait):
             raise errors.InvalidInput("wait", "must be a Wait")
-        if wait.pattern is None and wait.idle_ms is None and not wait.exit:
-            raise errors.InvalidInput("wait", "give a pattern, idle_ms or exit=True")
+        if wait.pattern is None and wait.idle_ms is None and not wait.exit and not wait.prompt:
+            raise errors.InvalidInput("wait", "give a pattern, idle_ms, exit=True or prompt=True")
+        if wait.prompt and not shell:
+            raise errors.InvalidInput(
+                "wait.prompt", "only shell sessions (spawn_shell) report their prompt"
+            )
         if wait.idle_ms is not None:
             validate.wait_ms("wait.idle_ms", wait.idle_ms, self.limits)
         if wait.timeout_ms is not None:
@@ -384,13 +538,16 @@ class Manager:
         With `wait`, return the output the write produced once the wait is over."""
         session = self._session(session_id, owner)
         raw = validate.write_text(data, self.limits, escapes=escapes)
-        pattern = self._check_wait(wait)
+        pattern = self._check_wait(wait, shell=session.shell is not None)
         await authorize_write(
             self._authorizer, command=session.command, data=raw, owner=owner, session_id=session.id
         )
         session = self._session(session_id, owner)  # approval may have taken a while
         prefix_line = session.output.line_of_offset(session.output.end_offset)
         prefix = self._line_text(session, prefix_line)
+        prompts_seen = None
+        if wait is not None and wait.prompt and session.shell is not None:
+            prompts_seen = session.shell.prompts  # a prompt drawn after this write began
         start, written = await session.write(raw)
         result = WriteResult(id=session.id, bytes_written=written, offset=start)
         if wait is None:
@@ -402,6 +559,7 @@ class Manager:
             start_line=first,
             has_output=lambda: session.output.end_offset > start,
             first_line_prefix=prefix if first == prefix_line else None,
+            prompts_seen=prompts_seen,
         )
         page = session.output.read(first, self.limits.default_read_limit)
         return attrs.evolve(result, output=attrs.evolve(page, reason=reason))
@@ -421,10 +579,12 @@ class Manager:
         pattern: str | None = None,
         ignore_case: bool = False,
         wait: Wait | None = None,
+        command: int | None = None,
     ) -> ReadPage:
         """A page of clean numbered lines from absolute line `offset` (with `pattern`, of
         the lines matching that RE2 expression). With `wait`, first block until the wait is
-        over (`ReadPage.reason` says why)."""
+        over (`ReadPage.reason` says why). With `command` (shell sessions), only that
+        command's own output: from its first line when `offset` is before it."""
         session = self._session(session_id, owner)
         offset, limit = validate.read_window(offset, limit, self.limits)
         compiled = None
@@ -432,20 +592,215 @@ class Manager:
             compiled = compile_pattern(
                 pattern, ignore_case=ignore_case, max_length=self.limits.max_pattern_length
             )
-        wait_pattern = self._check_wait(wait)
+        record = None
+        if command is not None:
+            record = self._record(session, command)
+        wait_pattern = self._check_wait(wait, shell=session.shell is not None)
         reason = None
         if wait is not None:
+            prompts_seen = None
+            if wait.prompt and session.shell is not None:
+                # A read waits for the prompt to be up: now, if it is.
+                prompts_seen = session.shell.prompts - session.shell.at_prompt
             reason = await session.wait(
                 wait,
                 pattern=wait_pattern,
                 start_line=offset,
                 has_output=lambda: session.output.total_lines > offset,
+                prompts_seen=prompts_seen,
             )
-        if compiled is None:
+        if record is not None:
+            page = await self._read_command(session, record, offset, limit, compiled)
+        elif compiled is None:
             page = session.output.read(offset, limit)
         else:
             page = await session.search(offset, limit, compiled)
         return page if reason is None else attrs.evolve(page, reason=reason)
+
+    def _record(self, session: Session, number: object) -> CommandRecord:
+        marks = self._shell_of(session)
+        number = validate.int_between("command", number, 1, 2**63 - 1)
+        record = marks.record(number)
+        if record is None:
+            kept = marks.records(self.limits.command_history)
+            known = f"commands {kept[0].number}..{kept[-1].number}" if kept else "no commands"
+            raise errors.InvalidInput(
+                "command", f"no command {number} in the history of {session.id} (it holds {known})"
+            )
+        return record
+
+    async def _read_command(
+        self,
+        session: Session,
+        record: CommandRecord,
+        offset: int,
+        limit: int,
+        pattern: CompiledPattern | None,
+    ) -> ReadPage:
+        """A page of one command's output (with `pattern`, of its matching lines)."""
+        output = session.output
+        where = self._span(session, record)
+        if pattern is None:
+            return pages.page(output, where, offset, limit)
+        start = max(offset, where.first)
+        if where.last < where.first or start > where.last:
+            return pages.page(output, where, start, 0)
+        found = await session.search(start, limit, pattern)
+        lines = []
+        for line in found.lines:
+            if line.number > where.last:
+                break
+            # The first and last lines may be pieces: match what the command printed.
+            text = line.text
+            if line.number == where.first and where.head is not None:
+                text = where.head
+            elif line.number == where.last and where.tail is not None:
+                text = where.tail
+            if pattern.search(text) is not None:
+                lines.append(Line(line.number, text))
+        beyond = len(lines) < len(found.lines) or found.next_offset > where.last
+        return attrs.evolve(
+            found,
+            lines=lines,
+            first_line=max(where.first, output.first_line),
+            has_more=found.has_more and not beyond,
+            next_offset=min(found.next_offset, where.last + 1),
+        )
+
+    async def run(
+        self,
+        session_id: str,
+        command: str,
+        *,
+        owner: str = "default",
+        timeout_ms: int | None = None,
+    ) -> CommandResult:
+        """Run `command` (multi-line allowed) in a shell session and return when the shell
+        reports its end ("exited", with its exit code), when `timeout_ms` passes ("timeout":
+        it keeps running; wait, write input or Ctrl-C, or run again once it ends), or when
+        the shell itself ends ("session_ended", with the session's exit code). Refused with
+        Busy while another command runs: nothing is queued."""
+        limits = self.limits
+        session = self._session(session_id, owner)
+        marks = self._shell_of(session)
+        text = command_text(command, limits)
+        wait_ms = (
+            limits.default_wait_ms
+            if timeout_ms is None
+            else validate.wait_ms("timeout_ms", timeout_ms, limits)
+        )
+        self._check_idle(session, marks)
+        if not marks.at_prompt:
+            # Right after a command ended its prompt is on its way: typing before it is
+            # drawn would have the terminal echo the keys twice.
+            with trio.move_on_after(wait_ms / 1000):
+                await session.wait_until(lambda: marks.at_prompt or marks.running is not None)
+            self._check_idle(session, marks)
+        # Rules judge the command the caller gave, not the bracketed paste it is typed as.
+        await authorize_write(
+            self._authorizer, command=session.command, data=text, owner=owner, session_id=session.id
+        )
+        raw = keystrokes(text, paste=marks.paste_enabled())
+        session = self._session(session_id, owner)  # approval may have taken a while
+        self._check_idle(session, marks)
+        record = marks.submit(self._cut(text))
+        try:
+            await session.write(raw)
+        except BaseException:
+            marks.withdraw(record)
+            raise
+        with trio.move_on_after(wait_ms / 1000):
+            # The end, then the prompt that follows it: return with the shell ready for the
+            # next command.
+            await session.wait_until(
+                lambda: record.ended and (marks.at_prompt or marks.running is not None)
+            )
+        reason: RunReason = "timeout"
+        if record.state == "exited":
+            reason = "exited"
+        elif record.state == "session_ended" or session.output_complete:
+            reason = "session_ended"
+        where = self._span(session, record)
+        lines, missed = pages.head_and_tail(session.output, where, limits.default_read_limit)
+        retained = where.last + 1 - max(where.first, session.output.first_line)
+        return CommandResult(
+            id=session.id,
+            number=record.number,
+            command=record.command,
+            reason=reason,
+            exit_code=record.exit_code if reason == "exited" else session.exit_code,
+            lines=lines,
+            has_more=len(lines) < retained,
+            missed_lines=missed,
+            cwd=record.cwd,
+            started_at=record.started_at,
+            duration_ms=marks.duration_ms(record),
+        )
+
+    def commands(
+        self, session_id: str, *, owner: str = "default", limit: int = 50
+    ) -> builtins.list[CommandInfo]:
+        """A shell session's last `limit` commands, oldest first: those sent by `run` and
+        those a person typed (through attach or the monitor)."""
+        session = self._session(session_id, owner)
+        marks = self._shell_of(session)
+        limit = validate.int_between("limit", limit, 1, self.limits.command_history)
+        infos = []
+        for record in marks.records(limit):
+            first, last = pages.line_range(
+                session.output, record.output_start, self._output_end(session, record)
+            )
+            infos.append(
+                CommandInfo(
+                    number=record.number,
+                    command=record.command,
+                    source=record.source,
+                    state=record.state,
+                    exit_code=record.exit_code,
+                    first_line=first if last >= first else None,
+                    last_line=last if last >= first else None,
+                    cwd=record.cwd,
+                    started_at=record.started_at,
+                    duration_ms=marks.duration_ms(record),
+                )
+            )
+        return infos
+
+    @staticmethod
+    def _shell_of(session: Session) -> ShellTracker:
+        if session.shell is None:
+            raise errors.InvalidInput(
+                "id", f"{session.id} is not a shell session (start one with spawn_shell)"
+            )
+        return session.shell
+
+    @staticmethod
+    def _check_idle(session: Session, marks: ShellTracker) -> None:
+        running = marks.running
+        if running is not None and not session.output_complete:
+            raise errors.Busy(session.id, number=running.number, command=running.command)
+
+    def _cut(self, text: str) -> str:
+        """A command as its record keeps it (bounded like a line)."""
+        limit = self.limits.max_line_length
+        if len(text) <= limit:
+            return text
+        return f"{text[:limit]}… [{len(text) - limit} more characters]"
+
+    @staticmethod
+    def _output_end(session: Session, record: CommandRecord) -> int | None:
+        if record.output_end is None and record.state != "running":
+            return session.output.end_offset
+        return record.output_end
+
+    def _span(self, session: Session, record: CommandRecord) -> pages.Span:
+        return pages.span(
+            session.output,
+            record.output_start,
+            self._output_end(session, record),
+            max_line_length=self.limits.max_line_length,
+            max_escape_length=self.limits.max_escape_length,
+        )
 
     async def read_raw(
         self,
@@ -598,6 +953,19 @@ def _env_allow(authorizer: Authorizer | None, names: Sequence[str] | None) -> En
     if names is None and (authorizer is None or isinstance(authorizer, AllowAll)):
         return None
     return EnvAllowList(names or ())
+
+
+@attrs.frozen
+class _ShellStart:
+    """What a shell session runs besides the shell asked for: its arguments naming our
+    startup files, the environment those need (ours, not the client's: never checked against
+    env_allow), their directory (which a sandbox must let it read), and the tracker its
+    reader feeds."""
+
+    args: builtins.list[str]
+    env: dict[str, str]
+    directory: str
+    tracker: Callable[[Session], ShellTracker]
 
 
 class _Reservation:

@@ -12,7 +12,9 @@ import attrs
 import cattrs
 
 Status = Literal["running", "exited", "killing", "killed"]
-WaitReason = Literal["matched", "idle", "exited", "timeout"]
+WaitReason = Literal["matched", "idle", "exited", "timeout", "prompt"]
+CommandState = Literal["running", "exited", "session_ended", "open"]
+RunReason = Literal["exited", "timeout", "session_ended"]
 
 
 @attrs.frozen(kw_only=True)
@@ -40,6 +42,10 @@ class SessionInfo:
     timeout: float | None
     error: str | None = None
     ready: ReadPage | None = None
+    shell: str | None = None
+    """"bash" or "zsh" for a session from spawn_shell, None otherwise."""
+    at_prompt: bool = False
+    """A shell session's shell shows its prompt and runs nothing (from its marks)."""
 
 
 @attrs.frozen
@@ -84,13 +90,16 @@ class ExitEvent:
 class Wait:
     """A server-side wait: return once a line matches `pattern`, or the output has been quiet
     for `idle_ms` after at least one byte, or (with `exit`) the session has ended, or
-    `timeout_ms` passes. The session ending always ends a wait: no more output can come."""
+    `timeout_ms` passes, or (with `prompt`, shell sessions only) the shell shows its prompt
+    again (after a write: a prompt drawn after the write began). The session ending always
+    ends a wait: no more output can come."""
 
     pattern: str | None = None
     ignore_case: bool = False
     idle_ms: int | None = None
     exit: bool = False
     timeout_ms: int | None = None
+    prompt: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -112,6 +121,55 @@ class OutputChunk:
     offset: int
     data: bytes
     gap: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class CommandResult:
+    """What `run` saw of one command in a shell session.
+
+    `reason`: "exited" (the shell reported the end: `exit_code` is the command's status),
+    "timeout" (it still runs, or its end was never reported: `exit_code` is None), or
+    "session_ended" (the shell itself ended: `exit_code` is the session's). `lines` are the
+    command's own output (no prompt, no echo) with the session's line numbers; past the
+    read limit, the first and the last lines, `missed_lines` counting those left out and
+    `has_more` saying some can still be paged with `read(..., command=number)`.
+    """
+
+    id: str
+    number: int
+    command: str
+    reason: RunReason
+    exit_code: int | None
+    lines: list[Line]
+    has_more: bool
+    missed_lines: int
+    cwd: str | None
+    started_at: float
+    duration_ms: int
+
+
+@attrs.frozen(kw_only=True)
+class CommandInfo:
+    """One entry of a shell session's command history (`commands`).
+
+    `source`: "run" (sent by `run`) or "typed" (by a person, through attach or the monitor).
+    `state`: "running"; "exited" (`exit_code` is its status); "session_ended" (the shell
+    ended during it: `exit_code` is the session's); "open" (the prompt came back but the
+    shell never reported how the command ended: no exit code, ever). `first_line` and
+    `last_line` bound its output (None: it printed nothing), `cwd` is the directory after
+    it, `duration_ms` is so far while it runs.
+    """
+
+    number: int
+    command: str
+    source: Literal["run", "typed"]
+    state: CommandState
+    exit_code: int | None
+    first_line: int | None
+    last_line: int | None
+    cwd: str | None
+    started_at: float
+    duration_ms: int
 
 
 converter = cattrs.Converter(forbid_extra_keys=True)

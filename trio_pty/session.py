@@ -29,6 +29,7 @@ from .output.buffer import OutputBuffer
 from .output.search import CompiledPattern
 from .output.stubber import QueryResponder
 from .posix import reap, spawn
+from .shell.history import ShellTracker
 
 log = logging.getLogger("trio_pty")
 
@@ -81,6 +82,7 @@ class Session:
         "owner",
         "pid",
         "rows",
+        "shell",
         "status",
         "timed_out",
         "timeout",
@@ -149,6 +151,8 @@ class Session:
         self._stop_at: float | None = None
         self._notifying: trio.CancelScope | None = None
         self._shut_down = False
+        # A shell session's commands and prompts (spawn_shell sets it before the reader runs).
+        self.shell: ShellTracker | None = None
 
     # ----------------------------------------------------------------- public state
 
@@ -183,6 +187,8 @@ class Session:
             notify_on_exit=self.notify_on_exit,
             timeout=self.timeout,
             error=self.error,
+            shell=self.shell.name if self.shell is not None else None,
+            at_prompt=self.shell is not None and self.shell.at_prompt,
         )
 
     # ----------------------------------------------------------------- the task tree
@@ -294,6 +300,7 @@ class Session:
         if trio.current_effective_deadline() == -math.inf:
             return True
         output = self.output
+        shell = self.shell
         got = False
         for _ in range(_READS_PER_WAKEUP):
             try:
@@ -309,7 +316,9 @@ class Session:
                     break  # report what we have; the next round sees the EIO again
                 return False
             got = True
-            output.append(data)
+            start = output.append(data)
+            if shell is not None:
+                shell.feed(data, start)  # marks: one bytes.find (of BEL) per chunk
             if not self._drivers:
                 reply = self._responder.feed(data, self.rows, self.cols)
                 if reply:
@@ -385,6 +394,9 @@ class Session:
         else:
             self.exit_code = returncode
         self._exit_recorded.set()
+        if self.shell is not None:
+            self.shell.session_ended(self.exit_code)
+        self._wake_readers()
 
     # ----------------------------------------------------------------- teardown
 
@@ -482,9 +494,11 @@ class Session:
         start_line: int,
         has_output: Callable[[], bool],
         first_line_prefix: str | None = None,
+        prompts_seen: int | None = None,
     ) -> WaitReason:
         """Block until `pattern` matches a line at or after `start_line`, the output has been
-        quiet for idle_ms (once `has_output()`), the output is complete, or the timeout.
+        quiet for idle_ms (once `has_output()`), the shell has shown more than `prompts_seen`
+        prompts, the output is complete, or the timeout.
 
         Waiters park on the session's lot and wake on new output: no polling. With
         `first_line_prefix`, the first line only matches in the text after that prefix
@@ -496,6 +510,8 @@ class Session:
         line = start_line
         with trio.move_on_after(timeout_ms / 1000):
             while True:
+                if prompts_seen is not None and self._prompts() > prompts_seen:
+                    return "prompt"
                 if pattern is not None:
                     if first_line_prefix is not None:
                         if self._matches_after_prefix(pattern, start_line, first_line_prefix):
@@ -519,6 +535,18 @@ class Session:
                 with trio.move_on_at(wake_at):
                     await self._output_lot.park()
         return "timeout"
+
+    def _prompts(self) -> int:
+        return self.shell.prompts if self.shell is not None else 0
+
+    async def wait_until(self, condition: Callable[[], bool]) -> bool:
+        """Until `condition()` holds (checked whenever output arrives), or no more output
+        can come (then False). Unbounded: the caller bounds it."""
+        while not condition():
+            if self.output_complete:
+                return condition()
+            await self._output_lot.park()
+        return True
 
     async def search(self, offset: int, limit: int, pattern: CompiledPattern) -> ReadPage:
         """Up to `limit` lines matching `pattern` at or after line `offset`.

@@ -55,17 +55,23 @@ _WAIT_SCRIPT: Final = f'trap \'\' {_WAITER_IGNORES}; "$@"; exit "$?"'
 class Sandbox(Protocol):
     """Wraps a command so that it runs confined.
 
-    `wrap(argv, env, cwd)` gets the user's argv (argv[0] possibly resolved to a path), the
-    child's final environment and the real path of the working directory (the process is
-    started *in* that directory, from its open descriptor), and returns the argv and env to
-    exec after the setsid step. `kills_all` says whether the wrapper's death kills everything
-    started inside it (a PID namespace does).
+    `wrap(argv, env, cwd, readable=...)` gets the user's argv (argv[0] possibly resolved to a
+    path), the child's final environment, the real path of the working directory (the process
+    is started *in* that directory, from its open descriptor) and paths of the manager's that
+    the program must be able to read (a shell session's startup files), and returns the argv
+    and env to exec after the setsid step. `kills_all` says whether the wrapper's death kills
+    everything started inside it (a PID namespace does).
     """
 
     kills_all: bool
 
     def wrap(
-        self, argv: Sequence[str], env: Mapping[str, str], cwd: str
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        cwd: str,
+        *,
+        readable: Sequence[str] = (),
     ) -> tuple[list[str], dict[str, str]]: ...
 
 
@@ -113,10 +119,12 @@ class BubblewrapSandbox:
         if probe.returncode != 0:
             raise RuntimeError("the sandbox needs GNU env with --default-signal (coreutils 8.31+)")
 
-    def bwrap_args(self, cwd: str) -> list[str]:
-        """The bwrap options for a command started in `cwd`."""
+    def bwrap_args(self, cwd: str, readable: Sequence[str] = ()) -> list[str]:
+        """The bwrap options for a command started in `cwd` that reads `readable`."""
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         args += ["--tmpfs", "/tmp"]  # before the binds: a workdir under /tmp stays visible
+        for path in readable:
+            args += ["--ro-bind", path, path]
         for path in self.writable:
             args += ["--bind", path, path]
         args += ["--bind", "/proc/self/cwd", cwd, "--chdir", cwd]
@@ -128,11 +136,16 @@ class BubblewrapSandbox:
         return [*args, *self.extra_args]
 
     def wrap(
-        self, argv: Sequence[str], env: Mapping[str, str], cwd: str
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        cwd: str,
+        *,
+        readable: Sequence[str] = (),
     ) -> tuple[list[str], dict[str, str]]:
         waiter = [self.sh, "-c", _WAIT_SCRIPT]
         inside = [self.env, "--default-signal", "--", *argv]
-        return [*waiter, "sh", *self.bwrap_args(cwd), "--", *inside], dict(env)
+        return [*waiter, "sh", *self.bwrap_args(cwd, readable), "--", *inside], dict(env)
 
     def __repr__(self) -> str:
         return (

@@ -36,6 +36,7 @@ from trio_pty.errors import PtyError
 
 __all__ = [
     "APPLICATION_ERROR_CODES",
+    "BUSY",
     "CLOSING",
     "INTERNAL_ERROR",
     "INVALID_INPUT",
@@ -114,6 +115,7 @@ NOT_RUNNING: Final = -32006
 WRITE_TIMEOUT: Final = -32007
 INVALID_INPUT: Final = -32008
 PERMISSION_DENIED: Final = -32009
+BUSY: Final = -32010
 
 #: `PtyError.kind` -> JSON-RPC error code. Read-only: it is part of the wire contract.
 APPLICATION_ERROR_CODES: Final[Mapping[str, int]] = types.MappingProxyType(
@@ -128,6 +130,7 @@ APPLICATION_ERROR_CODES: Final[Mapping[str, int]] = types.MappingProxyType(
         "write_timeout": WRITE_TIMEOUT,
         "invalid_input": INVALID_INPUT,
         "permission_denied": PERMISSION_DENIED,
+        "busy": BUSY,
     }
 )
 

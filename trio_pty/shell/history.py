@@ -1,0 +1,295 @@
+"""What a shell session did: its commands, from the marks its shell prints.
+
+Pure (no trio); the session's reader feeds it every chunk (`ShellTracker.feed`), `run`
+submits commands through it. The states follow the marks (see docs/shell.md):
+
+    submit (run) or C (typed)      the record is running; output starts after (the first) C
+    D;<status>                     it exited with that status; output ends at D
+    B with no D since its C        the shell's hooks are gone (PROMPT_COMMAND replaced...):
+                                   the record stays open, with no exit code, ever
+    the session ends               it ended with the session (the session's exit code)
+
+Nothing is inferred from output or timing: without a trustworthy mark a record keeps
+saying that its end is unknown.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable
+from typing import Final, Literal
+
+from ..output.buffer import OutputBuffer
+from .marks import Mark, MarkParser
+from .text import clean_lines
+
+__all__ = ["CommandRecord", "RecordState", "ShellTracker", "Source"]
+
+RecordState = Literal["running", "exited", "session_ended", "open"]
+Source = Literal["run", "typed"]
+
+_ECHO_BYTES: Final = 16_384  # how much of a typed command's echo is read back as its text
+_PASTE_ON: Final = b"\x1b[?2004h"
+_PASTE_OFF: Final = b"\x1b[?2004l"
+_PASTE_SCAN_BYTES: Final = 65_536
+
+
+class CommandRecord:
+    """One command of a shell session. Offsets are absolute byte offsets of the output."""
+
+    __slots__ = (
+        "command",
+        "cwd",
+        "ended_clock",
+        "exit_code",
+        "number",
+        "output_end",
+        "output_start",
+        "source",
+        "started_at",
+        "started_clock",
+        "state",
+    )
+
+    def __init__(
+        self, number: int, command: str, source: Source, started_at: float, clock: float
+    ) -> None:
+        self.number = number
+        self.command = command
+        self.source: Source = source
+        self.state: RecordState = "running"
+        self.exit_code: int | None = None
+        self.cwd: str | None = None
+        self.started_at = started_at  # wall clock, for people
+        self.started_clock = clock  # monotonic, for durations
+        self.ended_clock: float | None = None
+        self.output_start: int | None = None  # just past C; None until the shell ran it
+        self.output_end: int | None = None  # where its output ended; None while running
+
+    @property
+    def ended(self) -> bool:
+        """Its end is known: an exit status, or the session's end."""
+        return self.state in ("exited", "session_ended")
+
+
+class ShellTracker:
+    """Records and prompt state of one shell session, driven by its marks."""
+
+    __slots__ = (
+        "_clock",
+        "_current",
+        "_last_a_start",
+        "_last_b_end",
+        "_last_d_end",
+        "_max_escape_length",
+        "_max_line_length",
+        "_next_number",
+        "_output",
+        "_parser",
+        "_paste",
+        "_records",
+        "_wall",
+        "at_prompt",
+        "cwd",
+        "name",
+        "prompts",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        nonce: str,
+        output: OutputBuffer,
+        *,
+        history: int,
+        max_line_length: int,
+        max_escape_length: int,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.name = name
+        self.at_prompt = False
+        self.prompts = 0  # prompts shown so far: a wait for "back at the prompt" counts them
+        self.cwd: str | None = None  # as of the last D mark
+        self._parser = MarkParser(nonce, self._stored)
+        self._output = output
+        self._records: collections.deque[CommandRecord] = collections.deque(maxlen=history)
+        self._next_number = 1
+        self._current: CommandRecord | None = None
+        self._last_a_start = -1
+        self._last_b_end = 0
+        self._last_d_end = 0
+        self._paste: bool | None = None  # as the last D said (zsh), else seen in the output
+        self._max_line_length = max_line_length
+        self._max_escape_length = max_escape_length
+        self._clock = clock
+        self._wall = wall
+
+    # ------------------------------------------------------------------ the reader's side
+
+    def feed(self, data: bytes, offset: int) -> None:
+        """A chunk of output starting at absolute `offset` (already in the buffer)."""
+        marks = self._parser.feed(data, offset)
+        for mark in marks:
+            if mark.kind == "A":
+                self._last_a_start = mark.start
+            elif mark.kind == "B":
+                self._prompt_shown(mark)
+            elif mark.kind == "C":
+                self._command_started(mark)
+            else:
+                self._command_ended(mark)
+
+    def _stored(self, start: int, end: int) -> bytes:
+        """Output bytes [start, end) as far as the ring still holds them."""
+        output = self._output
+        start = max(start, output.start_offset)
+        return output.bytes_since(start, end - start)[0] if start < end else b""
+
+    def _prompt_shown(self, mark: Mark) -> None:
+        current = self._current
+        self._last_b_end = mark.end
+        if current is not None:
+            if current.output_start is None:
+                # Submitted but not started: the shell redraws its prompt while the
+                # command is being entered (bash does after a bracketed paste).
+                return
+            # The prompt is back with no D since the command started: the shell no longer
+            # reports ends. Its output stops where the prompt starts; its status is unknown.
+            prompt = self._last_a_start
+            current.output_end = prompt if prompt >= current.output_start else mark.start
+            self._close(current, "open")
+        self.at_prompt = True
+        self.prompts += 1
+
+    def _command_started(self, mark: Mark) -> None:
+        current = self._current
+        if current is not None and current.output_start is not None:
+            # bash prints C for each command of a multi-line command line; the line ends
+            # once, with one D.
+            return
+        if current is None:
+            command = mark.command if mark.command is not None else self._echo(mark.start)
+            current = self._new_record(command, "typed")
+        current.output_start = mark.end
+        self.at_prompt = False
+
+    def _command_ended(self, mark: Mark) -> None:
+        self.cwd = mark.cwd
+        self._paste = mark.paste
+        self._last_d_end = mark.end
+        self.at_prompt = False  # the prompt comes next
+        current = self._current
+        if current is None:
+            return  # nothing ran: an empty line, a comment, the first prompt, ^C at a prompt
+        if current.output_start is None:
+            # Read but never run (a syntax error): what it printed follows its echo.
+            current.output_start = self._after_echo(current.command, mark.start)
+        current.exit_code = mark.status
+        current.cwd = mark.cwd
+        current.output_end = mark.start
+        self._close(current, "exited")
+
+    def _close(self, record: CommandRecord, state: RecordState) -> None:
+        record.state = state
+        record.ended_clock = self._clock()
+        if self._current is record:
+            self._current = None
+
+    # ------------------------------------------------------------------ run's side
+
+    @property
+    def running(self) -> CommandRecord | None:
+        """The command the shell is running (or was given and has not started yet)."""
+        return self._current
+
+    def submit(self, command: str) -> CommandRecord:
+        """Record a command about to be written to the shell; nothing may be running."""
+        if self._current is not None:
+            raise RuntimeError("a command is already running")
+        record = self._new_record(command, "run")
+        self.at_prompt = False
+        return record
+
+    def withdraw(self, record: CommandRecord) -> None:
+        """Forget a submitted command that never reached the shell."""
+        if self._current is record and record.output_start is None:
+            self._current = None
+            if self._records and self._records[-1] is record:
+                self._records.pop()
+                self._next_number -= 1
+            self.at_prompt = True
+
+    def session_ended(self, exit_code: int | None) -> None:
+        """The session is over: a command still running ended with it."""
+        current = self._current
+        if current is not None:
+            current.exit_code = exit_code
+            current.output_end = self._output.end_offset
+            self._close(current, "session_ended")
+        self.at_prompt = False
+
+    def _new_record(self, command: str, source: Source) -> CommandRecord:
+        record = CommandRecord(self._next_number, command, source, self._wall(), self._clock())
+        self._next_number += 1
+        self._records.append(record)
+        self._current = record
+        return record
+
+    # ------------------------------------------------------------------ queries
+
+    def record(self, number: int) -> CommandRecord | None:
+        records = self._records
+        if not records:
+            return None
+        index = number - records[0].number
+        return records[index] if 0 <= index < len(records) else None
+
+    def records(self, limit: int) -> list[CommandRecord]:
+        """The last `limit` records, oldest first."""
+        records = self._records
+        return list(records)[-limit:] if limit < len(records) else list(records)
+
+    def duration_ms(self, record: CommandRecord) -> int:
+        end = record.ended_clock if record.ended_clock is not None else self._clock()
+        return max(0, round((end - record.started_clock) * 1000))
+
+    def paste_enabled(self) -> bool:
+        """Whether the shell's line editor takes bracketed paste at the current prompt:
+        as zsh says in D, or as bash shows it (it turns paste on before drawing each
+        prompt, and off when a line is read)."""
+        if self._paste is not None:
+            return self._paste
+        output = self._output
+        start = max(self._last_d_end, output.end_offset - _PASTE_SCAN_BYTES)
+        data, _, _ = output.bytes_since(start)
+        return data.rfind(_PASTE_ON) > data.rfind(_PASTE_OFF)
+
+    # ------------------------------------------------------------------ reading back
+
+    def _echo(self, end: int) -> str:
+        """A typed command's text as the shell echoed it after its prompt (bash's hooks
+        cannot report the line without a fork; zsh's report it in C)."""
+        output = self._output
+        start = max(self._last_b_end, end - _ECHO_BYTES)
+        data, _, _ = output.bytes_since(start, max(0, end - start))
+        lines = clean_lines(
+            data,
+            max_line_length=self._max_line_length,
+            max_escape_length=self._max_escape_length,
+        )
+        return "\n".join(lines).strip("\n")
+
+    def _after_echo(self, command: str, end: int) -> int:
+        """Where output starts after a command's echo: past as many line ends after the
+        last prompt as the command has lines (the shell echoes each of them)."""
+        start = self._last_b_end
+        wanted = command.count("\n") + 1
+        data, _, _ = self._output.bytes_since(start, max(0, end - start))
+        position = -1
+        for _ in range(wanted):
+            position = data.find(b"\n", position + 1)
+            if position < 0:
+                return end
+        return start + position + 1
