@@ -698,7 +698,11 @@ class Manager:
             self._check_idle(session, marks)
         # Rules judge the command the caller gave, not the bracketed paste it is typed as.
         await authorize_write(
-            self._authorizer, command=session.command, data=text, owner=owner, session_id=session.id
+            self._authorizer,
+            command=session.command,
+            data=text.encode(),
+            owner=owner,
+            session_id=session.id,
         )
         raw = keystrokes(text, paste=marks.paste_enabled())
         session = self._session(session_id, owner)  # approval may have taken a while
