@@ -186,6 +186,7 @@ def test_application_codes_are_published_and_frozen() -> None:
         "write_timeout": -32007,
         "invalid_input": -32008,
         "permission_denied": -32009,
+        "busy": -32010,
     }
     with pytest.raises(TypeError):
         APPLICATION_ERROR_CODES["x"] = 1  # type: ignore[index]
