@@ -24,7 +24,7 @@ from trio_pty.policy.escapes import decode_escapes
 from trio_pty.rpc.client import ConnectionFailed, RpcError, connect
 
 from .helpers import wait_for_status, wait_for_text
-from .test_rpc_support import ServerProcess, live, owner_for, server
+from .rpc_support import ServerProcess, live, owner_for, server
 
 __all__ = ["live", "server"]  # fixtures used by name
 

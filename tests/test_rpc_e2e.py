@@ -19,7 +19,7 @@ from trio_websocket import ConnectionClosed
 from trio_pty.model import Wait
 from trio_pty.rpc.client import ConnectionFailed, RpcError, connect
 
-from .test_rpc_support import (
+from .rpc_support import (
     ServerProcess,
     alive_any,
     error_of,

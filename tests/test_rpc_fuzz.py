@@ -65,7 +65,7 @@ from trio_pty.rpc.server import RpcServer, ServerOptions, open_server, parse_con
 
 from . import leaks
 from .helpers import alive
-from .test_rpc_support import (
+from .rpc_support import (
     RawSocket,
     client_frame,
     raw_connect,

@@ -263,7 +263,6 @@ def test_error_helpers() -> None:
     )
     assert protocol.internal_error().code == -32603
     assert protocol.request_cancelled().code == -32800
-    assert ErrorObject(1, "m").to_json() == {"code": 1, "message": "m"}
 
 
 # --------------------------------------------------------------------------------------------

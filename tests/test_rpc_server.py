@@ -18,7 +18,6 @@ from trio_websocket import ConnectionClosed, wrap_client_stream
 
 import trio_pty
 from trio_pty import Limits
-from trio_pty.manager import Manager
 from trio_pty.rpc import methods
 from trio_pty.rpc.client import RpcError, connect
 from trio_pty.rpc.handshake import acceptable_hosts
@@ -33,7 +32,7 @@ from trio_pty.rpc.server import (
     parse_config,
 )
 
-from .test_rpc_support import error_of, open_ws, raw_connect, raw_status, response_to, rpc
+from .rpc_support import error_of, open_ws, raw_connect, raw_status, response_to, rpc
 
 TOKEN = "s3cret-token"
 LIMITS = Limits(
@@ -402,14 +401,17 @@ async def test_a_stream_accepted_elsewhere_can_be_handed_over() -> None:
                 await ws.aclose()
 
 
-async def test_manager_closing_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_manager_closing_is_reported() -> None:
+    """A server that outlives its manager (an embedding app closed the manager first)."""
     with trio.fail_after(10):
-        async with serving() as server, open_ws(server.url, auth()) as ws:
-            manager: Manager = server.manager
-            monkeypatch.setattr(manager, "_closing", True)
-            reply = await rpc(ws, 1, "pty.spawn", {"command": "true", "description": "x"})
-            assert error_of(reply) == (-32004, "closing")
-            monkeypatch.setattr(manager, "_closing", False)
+        async with trio.open_nursery() as nursery:
+            async with trio_pty.open_manager(LIMITS) as manager:
+                options = ServerOptions(token=TOKEN, port=0)
+                server: RpcServer = await nursery.start(RpcServer(manager, options).run)
+            async with open_ws(server.url, auth()) as ws:
+                reply = await rpc(ws, 1, "pty.spawn", {"command": "true", "description": "x"})
+                assert error_of(reply) == (-32004, "closing")
+            server.stop()
 
 
 async def test_stop_closes_connections_with_1001() -> None:

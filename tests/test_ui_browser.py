@@ -31,7 +31,7 @@ from trio_pty.rpc.client import connect
 from trio_pty.rpc.server import PAGE_LINE_PREFIX
 from trio_pty.ui import vendor
 
-from .test_rpc_support import ServerProcess, start_server, wait_no_server_processes
+from .rpc_support import ServerProcess, start_server, wait_no_server_processes
 
 REQUIRED = os.environ.get("TRIO_PTY_REQUIRE_BROWSER") == "1"
 CHROMIUM = os.environ.get("TRIO_PTY_CHROMIUM", "/usr/bin/chromium")

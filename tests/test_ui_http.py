@@ -32,7 +32,7 @@ from trio_pty.rpc.client import RpcError, connect
 from trio_pty.rpc.server import PAGE_LINE_PREFIX, RpcServer, ServerOptions, open_server
 from trio_pty.ui import ASSETS_DIR, AssetsError, load_page, vendor
 
-from .test_rpc_support import ServerProcess, client_frame, live, raw_status, server, start_server
+from .rpc_support import ServerProcess, client_frame, live, raw_status, server, start_server
 
 __all__ = ["live", "server"]  # fixtures used by name
 

@@ -2,11 +2,20 @@
 
 `details()` carries the structured facts a caller needs to act (the live ids when a limit is
 hit, the bytes that went in before a write timed out); the message repeats them for people.
+
+`json_type_name` is shared by every layer that reports a wrong type: how a JSON client names
+a value's type, for "expected string, got integer".
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import errno
+from collections.abc import Mapping
+from typing import Any, ClassVar, Final
+
+#: errno values that say the machine is out of descriptors or memory: never the caller's
+#: fault, so never reported as bad input (and never taken to mean "that process is gone").
+OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 
 class PtyError(Exception):
@@ -125,3 +134,23 @@ class PermissionDenied(PtyError):
             if reason:
                 message = f"{message} ({reason})"
         super().__init__(message, permission=permission, resource=resource)
+
+
+def json_type_name(value: object) -> str:
+    """Name a value's type the way a JSON client thinks of it. Integers and other numbers are
+    told apart, since "expected integer, got number" is what a client needs to read."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__

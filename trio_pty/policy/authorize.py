@@ -19,7 +19,6 @@ The only I/O in policy/ lives here: plain `os` calls on the workdir, no trio.
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import warnings
@@ -29,7 +28,7 @@ from typing import Final, Literal, Protocol, TypeAlias, get_args
 
 import attrs
 
-from trio_pty.errors import InvalidInput, PermissionDenied
+from trio_pty.errors import OUT_OF_RESOURCES, InvalidInput, PermissionDenied
 from trio_pty.policy.validate import glob_match, shell_quote
 
 __all__ = [
@@ -269,9 +268,9 @@ class RulesAuthorizer:
     permission's own rules after them, so the specific rules win. This is what TOML
     expresses directly:
 
-        [authorization]
+        [permissions]
         write = "allow"
-        [authorization.shell]
+        [permissions.shell]
         "*" = "deny"
         "npm run dev" = "allow"
         "cargo *" = "allow"
@@ -436,9 +435,6 @@ class WorkdirHandle:
         return f"<WorkdirHandle {self.path!r} {state} inside_root={self.inside_root}>"
 
 
-_OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
-
-
 def open_workdir(path: str | None, *, root: str) -> WorkdirHandle:
     """Resolve `path` (relative to `root`; None means `root`) and open it as a directory.
 
@@ -455,7 +451,7 @@ def open_workdir(path: str | None, *, root: str) -> WorkdirHandle:
     try:
         fd = os.open(resolved, _OPEN_FLAGS)
     except OSError as exc:
-        if exc.errno in _OUT_OF_RESOURCES:
+        if exc.errno in OUT_OF_RESOURCES:
             raise  # the machine's trouble, not the caller's input: the spawn reports it
         reason = os.strerror(exc.errno) if exc.errno is not None else str(exc)
         raise InvalidInput("workdir", f"{reason}: {resolved}") from None

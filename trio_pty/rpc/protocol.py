@@ -32,7 +32,7 @@ from cattrs.errors import (
     StructureHandlerNotFoundError,
 )
 
-from trio_pty.errors import PtyError
+from trio_pty.errors import PtyError, json_type_name
 
 __all__ = [
     "APPLICATION_ERROR_CODES",
@@ -168,13 +168,6 @@ class ErrorObject:
     code: int
     message: str
     data: dict[str, Any] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON object, with `data` left out when there is none (as the spec allows)."""
-        obj: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            obj["data"] = self.data
-        return obj
 
     def encode(self, id: RequestId) -> str:
         """The complete error response for request `id`."""
@@ -640,26 +633,8 @@ class _Mismatch(TypeError):
     """A JSON value of the wrong type; the message is already fit for a client."""
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
 def _mismatch(expected: str, value: Any) -> _Mismatch:
-    return _Mismatch(f"expected {expected}, got {_json_type(value)}")
+    return _Mismatch(f"expected {expected}, got {json_type_name(value)}")
 
 
 def _structure_str(value: Any, _: Any) -> str:
