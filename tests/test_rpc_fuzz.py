@@ -1,6 +1,6 @@
 """Protocol fuzzing against a running server, over real WebSocket connections on loopback.
 
-`tests/test_rpc_protocol.py` proves the sans-io parser's properties; this file proves that the
+`tests/test_wire.py` proves the sans-io parser's properties; this file proves that the
 *running* server keeps the documented promises whatever arrives on the wire:
 
 - every request with a valid id gets exactly one response carrying that id; notifications,
