@@ -5,7 +5,7 @@
 
 - every request with a valid id gets exactly one response carrying that id; notifications,
   responses and frames without a usable id get an answer only as docs/protocol.md says (an
-  oracle written from the documentation, independent of `protocol.parse_message`, predicts
+  oracle written from the documentation, independent of `wire.parse_message`, predicts
   each frame's answer: which id, which codes), and never an internal error (-32603);
 - a connection ends only by a documented close code, and only after a frame of the matching
   class (1009 after an oversized message, 1007 or a dropped TCP connection after a text frame
@@ -59,9 +59,10 @@ from trio_pty import Limits
 from trio_pty.manager import Manager
 from trio_pty.model import Wait
 from trio_pty.policy.authorize import RulesAuthorizer
-from trio_pty.rpc import methods
 from trio_pty.rpc.client import TrioPtyClient, connect
-from trio_pty.rpc.server import RpcServer, ServerOptions, open_server, parse_config
+from trio_pty.rpc.config import parse_config
+from trio_pty.rpc.server import RpcServer, ServerOptions, open_server
+from trio_pty.wire import METHODS, CancelParams
 
 from . import leaks
 from .helpers import alive
@@ -338,7 +339,7 @@ def oracle(payload: str | bytes) -> Expect:
     canonical = _canonical(value["id"])
     if cancels:
         outcomes: frozenset[Outcome] | None = frozenset({"result", INVALID_PARAMS})
-    elif method not in methods.METHODS:
+    elif method not in METHODS:
         outcomes = frozenset({METHOD_NOT_FOUND})
     else:
         outcomes = None
@@ -758,13 +759,13 @@ ids = st.one_of(
 def params_of(method: str) -> dict[str, Any]:
     """The method's params class fields and their types (resolved annotations)."""
     if method == CANCEL:
-        cls: type[Any] = methods.CancelParams
+        cls: type[Any] = CancelParams
     else:
-        cls = methods.METHODS[method].params
+        cls = METHODS[method].params
     return dict(typing.get_type_hints(cls))
 
 
-METHOD_NAMES = [*methods.METHODS, CANCEL]
+METHOD_NAMES = [*METHODS, CANCEL]
 BAD_METHODS = [
     "pty.nope",
     "",
@@ -918,7 +919,7 @@ def valid_requests(draw: st.DrawFn, vocab: Vocabulary, used_ids: list[Any]) -> d
         message["id"] = draw(plain_ids)
         used_ids.append(message["id"])
     params: dict[str, Any] = {}
-    cls = methods.CancelParams if method == CANCEL else methods.METHODS[method].params
+    cls = CancelParams if method == CANCEL else METHODS[method].params
     for field in attrs.fields(cls):
         if field.default is not attrs.NOTHING and draw(st.booleans()):
             continue
@@ -1103,7 +1104,7 @@ def frames(draw: st.DrawFn, vocab: Vocabulary, used_ids: list[Any], serial: Iter
         unique = f"deep-{next(iter(serial))}"
         frame = deep_frame(depth, draw(st.sampled_from(["array", "object"])), place, unique)
     else:
-        method = draw(st.sampled_from(list(methods.METHODS)))
+        method = draw(st.sampled_from(list(METHODS)))
         params = dict(BASE_PARAMS[method])
         fields = params_of(method)
         if fields:
@@ -1467,7 +1468,7 @@ async def test_fuzz_in_process_server_tasks_return_to_baseline(
             await fuzz_through(target, count)
             # The fuzz clients are gone: only the guard's and the admin's connections remain.
             await wait_for(
-                lambda: len(server.connections) == 2 and len(server._slots) == 2,
+                lambda: len(server.connections) == 2 and server.open_slots == 2,
                 CLOSE_TIMEOUT,
                 "the fuzz connections to close",
             )
@@ -1657,9 +1658,9 @@ async def test_every_param_with_every_wrong_type(tmp_path: Path) -> None:
     for method in METHOD_NAMES:
         extra.append((method, {**BASE_PARAMS[method], "colour": "red"}, "colour", "unknown field"))
         for name in BASE_PARAMS[method]:
-            field = attrs.fields_dict(
-                methods.CancelParams if method == CANCEL else methods.METHODS[method].params
-            )[name]
+            field = attrs.fields_dict(CancelParams if method == CANCEL else METHODS[method].params)[
+                name
+            ]
             if field.default is attrs.NOTHING:
                 params = {k: v for k, v in BASE_PARAMS[method].items() if k != name}
                 extra.append((method, params, name, "required field missing"))

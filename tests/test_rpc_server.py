@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import h11
 import pytest
 import trio
 import trio.testing
@@ -18,19 +19,12 @@ from trio_websocket import ConnectionClosed, wrap_client_stream
 
 import trio_pty
 from trio_pty import Limits
-from trio_pty.rpc import methods
+from trio_pty.rpc import handlers
 from trio_pty.rpc.client import RpcError, connect
-from trio_pty.rpc.handshake import acceptable_hosts
-from trio_pty.rpc.server import (
-    ConfigError,
-    RpcServer,
-    ServerOptions,
-    check_handshake,
-    format_url,
-    load_config,
-    open_server,
-    parse_config,
-)
+from trio_pty.rpc.config import ConfigError, load_config, parse_config
+from trio_pty.rpc.handshake import acceptable_hosts, check_handshake, format_url
+from trio_pty.rpc.server import RpcServer, ServerOptions, open_server
+from trio_pty.wire import SERVER_INFO, ServerInfo, ServerInfoParams
 
 from .rpc_support import error_of, open_ws, raw_connect, raw_status, response_to, rpc
 
@@ -245,7 +239,7 @@ async def test_a_stalled_clients_send_queue_is_bounded_in_characters() -> None:
                     await trio.sleep(0.01)
                     highest = max(highest, connection.queued_chars)
                 assert highest <= budget
-                assert server.info()["counts"]["queued_chars"] == connection.queued_chars
+                assert server.info().counts.queued_chars == connection.queued_chars
             await server.manager.kill(info.id, owner="o")
 
 
@@ -274,12 +268,10 @@ async def test_requests_past_the_in_flight_bound_wait_and_are_all_answered() -> 
 async def test_internal_errors_are_reported_without_details(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    async def broken(ctx: methods.Context, params: Any) -> methods.Reply:
+    async def broken(ctx: handlers.Context, params: ServerInfoParams) -> ServerInfo:
         raise RuntimeError("secret detail")
 
-    monkeypatch.setitem(
-        methods.METHODS, "server.info", methods.Method(methods.ServerInfoParams, broken)
-    )
+    monkeypatch.setitem(handlers.HANDLERS, SERVER_INFO.name, handlers.Route(SERVER_INFO, broken))
     with trio.fail_after(10):
         async with serving() as server, open_ws(server.url, auth()) as ws:
             reply = await rpc(ws, 1, "server.info")
@@ -375,7 +367,7 @@ async def test_connections_over_the_bound_get_503() -> None:
                 assert await raw_status(server.port, headers=bearer) == 503
             # Slots free up again once connections close.
             with trio.fail_after(2):
-                while len(server._slots) > 0:  # noqa: ASYNC110
+                while server.open_slots > 0:  # noqa: ASYNC110
                     await trio.sleep(0.01)
             async with connect(server.url, TOKEN) as client:
                 assert await client.list() == []
@@ -427,3 +419,45 @@ async def test_stop_closes_connections_with_1001() -> None:
             with pytest.raises(ConnectionClosed) as closed:
                 await ws.get_message()
             assert closed.value.reason is not None and closed.value.reason.code == 1001
+
+
+async def _h11_exchange(port: int, request: h11.Request) -> list[object]:
+    """Send `request` with an h11 client and read its whole response the same way."""
+    client = h11.Connection(h11.CLIENT)
+    events: list[object] = []
+    async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+        await stream.send_all(client.send(request) or b"")
+        await stream.send_all(client.send(h11.EndOfMessage()) or b"")
+        while not events or not isinstance(events[-1], h11.EndOfMessage):
+            event = client.next_event()
+            if event is h11.NEED_DATA:
+                client.receive_data(bytes(await stream.receive_some(65536)))
+            else:
+                events.append(event)
+    return events
+
+
+async def test_the_busy_answer_is_well_formed_http() -> None:
+    """A real HTTP client reads the 503 to its end (it once declared 34 bytes for 33)."""
+    with trio.fail_after(10):
+        async with (
+            serving() as server,
+            open_ws(server.url, auth()),
+            open_ws(server.url, auth()),
+            open_ws(server.url, auth()),
+        ):
+            upgrade = h11.Request(
+                method="GET",
+                target="/rpc",
+                headers=[
+                    ("Host", f"127.0.0.1:{server.port}"),
+                    ("Upgrade", "websocket"),
+                    ("Connection", "Upgrade"),
+                    ("Authorization", f"Bearer {TOKEN}"),
+                ],
+            )
+            response, data, end = await _h11_exchange(server.port, upgrade)
+            assert isinstance(response, h11.Response) and response.status_code == 503
+            assert isinstance(data, h11.Data) and isinstance(end, h11.EndOfMessage)
+            assert data.data == b"503 too many connections (try later)\n"
+            assert dict(response.headers)[b"connection"] == b"close"

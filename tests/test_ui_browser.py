@@ -28,7 +28,7 @@ import trio
 from tests import leaks
 from trio_pty.model import Wait
 from trio_pty.rpc.client import connect
-from trio_pty.rpc.server import PAGE_LINE_PREFIX
+from trio_pty.rpc.serve import PAGE_LINE_PREFIX
 from trio_pty.ui import vendor
 
 from .rpc_support import ServerProcess, start_server, wait_no_server_processes

@@ -29,7 +29,8 @@ import trio_pty
 from trio_pty import Limits
 from trio_pty.rpc import http
 from trio_pty.rpc.client import RpcError, connect
-from trio_pty.rpc.server import PAGE_LINE_PREFIX, RpcServer, ServerOptions, open_server
+from trio_pty.rpc.serve import PAGE_LINE_PREFIX
+from trio_pty.rpc.server import RpcServer, ServerOptions, open_server
 from trio_pty.ui import ASSETS_DIR, AssetsError, load_page, vendor
 
 from .rpc_support import ServerProcess, client_frame, live, raw_status, server, start_server
