@@ -62,7 +62,17 @@ from trio_pty.policy.authorize import RulesAuthorizer
 from trio_pty.rpc.client import TrioPtyClient, connect
 from trio_pty.rpc.config import parse_config
 from trio_pty.rpc.server import RpcServer, ServerOptions, open_server
-from trio_pty.wire import METHODS, CancelParams
+from trio_pty.wire import (
+    METHODS,
+    CancelParams,
+    KillParams,
+    ListParams,
+    OwnerDeleteParams,
+    ReadParams,
+    ServerInfoParams,
+    SpawnParams,
+    WriteParams,
+)
 
 from . import leaks
 from .helpers import alive
@@ -1317,7 +1327,9 @@ class FuzzTarget:
         with trio.fail_after(60):
             self.examples += 1
             owner = f"batch-{self.examples}"
-            info = await self.admin.spawn("cat", owner=owner, description="fuzz target")
+            info = await self.admin.request(
+                SpawnParams(command="cat", owner=owner, description="fuzz target")
+            )
             try:
                 await self.run(
                     attrs.evolve(
@@ -1325,10 +1337,12 @@ class FuzzTarget:
                     )
                 )
             finally:
-                await self.admin.delete_owner(owner)
+                await self.admin.request(OwnerDeleteParams(owner=owner))
                 for other in OTHER_OWNERS:
-                    for session in await self.admin.list(owner=other):
-                        await self.admin.kill(session.id, owner=other, cleanup=True)
+                    for session in (await self.admin.request(ListParams(owner=other))).sessions:
+                        await self.admin.request(
+                            KillParams(id=session.id, owner=other, cleanup=True)
+                        )
             await self.guard.round_trip()
 
 
@@ -1346,7 +1360,7 @@ class Guard:
     @classmethod
     async def start(cls, client: TrioPtyClient) -> Guard:
         owner = f"guard-{uuid.uuid4().hex}"
-        info = await client.spawn("cat", owner=owner, description="guard")
+        info = await client.request(SpawnParams(command="cat", owner=owner, description="guard"))
         guard = cls(client, owner, info.id)
         await guard.round_trip()
         return guard
@@ -1356,18 +1370,22 @@ class Guard:
         self.trips += 1
         word = f"ping-{self.trips}-{uuid.uuid4().hex[:8]}"
         with trio.fail_after(GUARD_TIMEOUT):
-            [before] = await self.client.list(owner=self.owner)
+            [before] = (await self.client.request(ListParams(owner=self.owner))).sessions
             assert (before.id, before.status) == (self.session_id, "running")
             start = max(0, before.line_count - 1)
-            written = await self.client.write(self.session_id, word + "\n", owner=self.owner)
+            written = await self.client.request(
+                WriteParams(id=self.session_id, data=word + "\n", owner=self.owner)
+            )
             assert written.bytes_written == len(word) + 1
             while True:
-                page = await self.client.read(
-                    self.session_id,
-                    owner=self.owner,
-                    offset=start,
-                    pattern=f"^{word}$",
-                    wait=Wait(pattern=f"^{word}$", timeout_ms=200),
+                page = await self.client.request(
+                    ReadParams(
+                        id=self.session_id,
+                        owner=self.owner,
+                        offset=start,
+                        pattern=f"^{word}$",
+                        wait=Wait(pattern=f"^{word}$", timeout_ms=200),
+                    )
                 )
                 if len(page.lines) >= 2:
                     break
@@ -1511,11 +1529,11 @@ async def test_fuzz_serve_subprocess(tmp_path: Path) -> None:
                 target = FuzzTarget(process.port, nursery, guard, admin)
                 await fuzz_through(target, count)
                 with trio.fail_after(CLOSE_TIMEOUT):
-                    info = await guard_client.server_info()
-                    while info["counts"]["connections"] != 2:
+                    info = await guard_client.request(ServerInfoParams())
+                    while info.counts.connections != 2:
                         await trio.sleep(0.02)
-                        info = await guard_client.server_info()
-                assert info["counts"]["requests_in_flight"] == 1, info  # this server.info
+                        info = await guard_client.request(ServerInfoParams())
+                assert info.counts.requests_in_flight == 1, info  # this server.info
                 nursery.cancel_scope.cancel()
         assert process.proc.poll() is None, f"the server died: {process.stderr()}"
         ran = server_processes(process)

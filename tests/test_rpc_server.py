@@ -4,8 +4,9 @@ in the test's own trio loop for what the subprocess tests do not reach."""
 from __future__ import annotations
 
 import base64
+import io
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -20,11 +21,22 @@ from trio_websocket import ConnectionClosed, wrap_client_stream
 import trio_pty
 from trio_pty import Limits
 from trio_pty.rpc import handlers
-from trio_pty.rpc.client import RpcError, connect
+from trio_pty.rpc.client import ConnectionLost, RpcError, connect
 from trio_pty.rpc.config import ConfigError, load_config, parse_config
 from trio_pty.rpc.handshake import acceptable_hosts, check_handshake, format_url
+from trio_pty.rpc.serve import ServeSettings, serve
 from trio_pty.rpc.server import RpcServer, ServerOptions, open_server
-from trio_pty.wire import SERVER_INFO, ServerInfo, ServerInfoParams
+from trio_pty.wire import (
+    EXITED,
+    LIST,
+    SERVER_INFO,
+    KillParams,
+    ListParams,
+    ServerInfo,
+    ServerInfoParams,
+    SessionList,
+    SpawnParams,
+)
 
 from .rpc_support import error_of, open_ws, raw_connect, raw_status, response_to, rpc
 
@@ -340,19 +352,20 @@ async def test_attach_before_any_output_then_detach() -> None:
 async def test_server_info_counts(tmp_path: Path) -> None:
     with trio.fail_after(10):
         async with serving(env_deny=("MY_*",)) as server, connect(server.url, TOKEN) as client:
-            info = await client.spawn("sleep", ["30"], owner="a", description="x")
-            reply = await client.server_info()
-            assert reply["version"] == trio_pty.__version__
-            assert reply["counts"]["sessions"] == 1
-            assert reply["counts"]["by_status"] == {"running": 1}
-            assert reply["counts"]["connections"] == 1
-            assert reply["limits"]["max_requests_in_flight"] == 2
-            assert reply["environment"]["deny"]["patterns"] == ["MY_*"]
-            assert reply["uptime"] >= 0
+            spawn = SpawnParams(command="sleep", args=["30"], owner="a", description="x")
+            info = await client.request(spawn)
+            reply = await client.request(ServerInfoParams())
+            assert reply.version == trio_pty.__version__
+            assert reply.counts.sessions == 1
+            assert reply.counts.by_status == {"running": 1}
+            assert reply.counts.connections == 1
+            assert reply.limits.max_requests_in_flight == 2
+            assert reply.environment.deny["patterns"] == ["MY_*"]
+            assert reply.uptime >= 0
             with pytest.raises(RpcError) as unknown:
                 await client.call("server.info", {"verbose": True})
             assert unknown.value.code == -32602 and "verbose" in unknown.value.message
-            await client.kill(info.id, owner="a", cleanup=True)
+            await client.request(KillParams(id=info.id, owner="a", cleanup=True))
 
 
 async def test_connections_over_the_bound_get_503() -> None:
@@ -370,7 +383,7 @@ async def test_connections_over_the_bound_get_503() -> None:
                 while server.open_slots > 0:  # noqa: ASYNC110
                     await trio.sleep(0.01)
             async with connect(server.url, TOKEN) as client:
-                assert await client.list() == []
+                assert (await client.request(ListParams())).sessions == []
 
 
 async def test_a_stream_accepted_elsewhere_can_be_handed_over() -> None:
@@ -421,6 +434,26 @@ async def test_stop_closes_connections_with_1001() -> None:
             assert closed.value.reason is not None and closed.value.reason.code == 1001
 
 
+async def test_a_newer_servers_extra_result_fields_are_ignored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Forward compatibility: a result carrying a field this client does not know."""
+
+    @attrs.frozen(kw_only=True)
+    class NewerSessionList(SessionList):
+        next_page: str = "later"
+
+    async def newer(ctx: handlers.Context, params: ListParams) -> SessionList:
+        return NewerSessionList(sessions=[])
+
+    monkeypatch.setitem(handlers.HANDLERS, LIST.name, handlers.Route(LIST, newer))
+    with trio.fail_after(10):
+        async with serving() as server, connect(server.url, TOKEN) as client:
+            raw = await client.call(LIST.name, {})
+            assert raw == {"sessions": [], "next_page": "later"}
+            assert await client.request(ListParams()) == SessionList(sessions=[])
+
+
 async def _h11_exchange(port: int, request: h11.Request) -> list[object]:
     """Send `request` with an h11 client and read its whole response the same way."""
     client = h11.Connection(h11.CLIENT)
@@ -461,3 +494,39 @@ async def test_the_busy_answer_is_well_formed_http() -> None:
             assert isinstance(data, h11.Data) and isinstance(end, h11.EndOfMessage)
             assert data.data == b"503 too many connections (try later)\n"
             assert dict(response.headers)[b"connection"] == b"close"
+
+
+async def test_serve_stops_when_its_shutdown_trigger_fires() -> None:
+    """`serve` with its own trigger instead of signals: URL out, shutdown, summary, 0."""
+    fire = trio.Event()
+
+    async def trigger(
+        request_shutdown: Callable[[str], None],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        task_status.started()
+        await fire.wait()
+        request_shutdown("test over")
+
+    out = io.StringIO()
+    settings = ServeSettings(server=ServerOptions(token=TOKEN, port=0), limits=LIMITS)
+    statuses: list[int] = []
+
+    async def run() -> None:
+        statuses.append(await serve(settings, shutdown_trigger=trigger, out=out))
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run)
+            while not out.getvalue().endswith("\n"):  # noqa: ASYNC110
+                await trio.sleep(0.01)
+            url = out.getvalue().strip()
+            async with connect(url, TOKEN) as client:
+                spawn = SpawnParams(command="sleep", args=["30"], description="left running")
+                await client.request(spawn)
+                fire.set()
+                with pytest.raises(ConnectionLost):  # closed (1001) before the teardown
+                    await client.next_notification(EXITED)
+    assert statuses == [0]
+    assert out.getvalue().splitlines()[1].startswith("shutdown: 1 sessions reaped in ")
