@@ -1,8 +1,9 @@
-"""What every scenario gets (a Context with the mode and a progress line) and gives back (a
-Result: figures, goals, correctness checks)."""
+"""The scenarios (`SCENARIOS`), what every scenario gets (a Context with the mode and a
+progress line) and what it gives back (a Result: figures, goals, correctness checks)."""
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import sys
@@ -15,6 +16,22 @@ import attrs
 from . import stats
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# name -> module, in running order (and in docs/benchmarks.md's order).
+SCENARIOS: dict[str, str] = {
+    "teardown": "benchmarks.teardown",
+    "spawn": "benchmarks.spawn_latency",
+    "throughput": "benchmarks.throughput",
+    "reading": "benchmarks.reading",
+    "rpc": "benchmarks.rpc",
+    "shell": "benchmarks.shell",
+    "memory": "benchmarks.memory",
+}
+
+
+def module(name: str) -> Any:
+    """A scenario's module (imported on demand: each runs in its own child process)."""
+    return importlib.import_module(SCENARIOS[name])
 
 
 class Progress:
@@ -129,11 +146,3 @@ class Result:
 
     def as_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
-
-
-def fmt_ms(seconds: float) -> str:
-    return "n/a" if math.isnan(seconds) else f"{seconds * 1000:.1f} ms"
-
-
-def fmt_ratio(value: float | None) -> str:
-    return "n/a" if value is None or math.isnan(value) else f"{value:.2f}x"

@@ -11,8 +11,7 @@ import os
 import sys
 from typing import Any
 
-from .harness import REPO
-from .runner import SCENARIOS, module
+from .harness import REPO, SCENARIOS, module
 
 DOC = os.path.join(REPO, "docs", "benchmarks.md")
 IMAGE = os.path.join(REPO, "docs", "images", "benchmarks.png")
@@ -120,7 +119,7 @@ def _scenario_section(number: int, name: str, result: dict[str, Any]) -> list[st
         shown = ", ".join(f"`{key}` = {value}" for key, value in params.items())
         lines += [f"Parameters of this run: {shown}.", ""]
     busy = result.get("machine_busy")
-    if busy is not None and result.get("status") != "pending":
+    if busy is not None:
         lines += [
             f"Machine CPU busy while it ran (all processes, ours included): {busy:.0%}; "
             f"it took {result.get('elapsed_s') or 0:.0f} s.",

@@ -22,9 +22,18 @@ import trio
 from trio_websocket import open_websocket_url
 
 from trio_pty.model import Wait
-from trio_pty.rpc import protocol
 from trio_pty.rpc.client import TrioPtyClient, connect
-from trio_pty.rpc.protocol import RECEIVE_BUFFER_BYTES
+from trio_pty.wire import (
+    READ,
+    RECEIVE_BUFFER_BYTES,
+    AttachParams,
+    KillParams,
+    ReadParams,
+    SpawnParams,
+    encode_result,
+    parse_server_message,
+    unstructure_params,
+)
 
 from . import stats
 from .harness import Context, Result
@@ -113,33 +122,37 @@ async def _flood(client: TrioPtyClient, size: int, *, attach: bool) -> dict[str,
     stream ended, and the gaps (a client slower than the PTY falls more than the ring
     behind and skips ahead, by design); alone: the time until the session exited."""
     started = trio.current_time()
-    info = await client.spawn(
-        "head", ["-c", str(size), "/dev/zero"], owner="bench", description="flood"
-    )
+    info = await client.request(_zeros(size, "flood"))
     received = gaps = 0
     if attach:
-        async with client.attach(info.id, owner="bench", offset=0) as stream:
+        async with client.attach(AttachParams(id=info.id, owner="bench", offset=0)) as stream:
             async for chunk in stream:
                 received += len(chunk.data)
                 gaps += chunk.gap
     else:
-        await client.read(info.id, owner="bench", wait=_UNTIL_EXIT)
+        await client.request(ReadParams(id=info.id, owner="bench", wait=_UNTIL_EXIT))
         received = size
     elapsed = trio.current_time() - started
-    await client.kill(info.id, owner="bench", cleanup=True)
+    await client.request(KillParams(id=info.id, owner="bench", cleanup=True))
     return {"seconds": elapsed, "bytes": received, "gaps": gaps}
+
+
+def _zeros(size: int, description: str) -> SpawnParams:
+    return SpawnParams(
+        command="head", args=["-c", str(size), "/dev/zero"], owner="bench", description=description
+    )
 
 
 def _codec_ms(page: dict[str, Any], rounds: int = 200) -> dict[str, float]:
     """Median milliseconds to encode the page's response and to parse it back as the client
     does (with its duplicate-name check): JSON work that the echo does not do."""
-    text = protocol.encode_result(1, page)
+    text = encode_result(1, page)
     encode, parse = [], []
     for _ in range(rounds):
         started = time.perf_counter()
-        protocol.encode_result(1, page)
+        encode_result(1, page)
         encoded = time.perf_counter()
-        protocol.parse_server_message(text)
+        parse_server_message(text)
         encode.append((encoded - started) * 1000)
         parse.append((time.perf_counter() - encoded) * 1000)
     return {"encode": stats.summarize(encode)["median"], "parse": stats.summarize(parse)["median"]}
@@ -163,20 +176,22 @@ async def _main(ctx: Context, result: Result) -> None:
                 f"ws://127.0.0.1:{echo_port}/", receive_buffer_size=RECEIVE_BUFFER_BYTES
             ) as echo,
         ):
-            info = await client.spawn("seq", ["1", "1000"], owner="bench", description="page")
-            await client.read(info.id, owner="bench", wait=_UNTIL_EXIT)
-            page = await client.call(
-                "pty.read", {"id": info.id, "owner": "bench", "limit": PAGE_LINES}
+            info = await client.request(
+                SpawnParams(command="seq", args=["1", "1000"], owner="bench", description="page")
             )
-            message = "x" * len(protocol.encode_result(1, page))
+            await client.request(ReadParams(id=info.id, owner="bench", wait=_UNTIL_EXIT))
+            # The round trip is measured raw: the page as JSON, not structured into records.
+            page_request = unstructure_params(
+                ReadParams(id=info.id, owner="bench", limit=PAGE_LINES)
+            )
+            page = await client.call(READ.name, page_request)
+            message = "x" * len(encode_result(1, page))
             result.data["page_bytes"] = len(message)
             result.data["codec_ms"] = _codec_ms(page)
 
             async def read_page() -> float:
                 started = trio.current_time()
-                await client.call(
-                    "pty.read", {"id": info.id, "owner": "bench", "limit": PAGE_LINES}
-                )
+                await client.call(READ.name, page_request)
                 return trio.current_time() - started
 
             async def echo_page() -> float:
@@ -195,14 +210,13 @@ async def _main(ctx: Context, result: Result) -> None:
                 round_trips, params["rounds"], progress=ctx.progress, label="round trip "
             )
             size = params["flood_bytes"]
-            retained = await client.spawn(
-                "head", ["-c", str(REPLAY_BYTES), "/dev/zero"], owner="bench", description="ring"
-            )
-            await client.read(retained.id, owner="bench", wait=_UNTIL_EXIT)
+            retained = await client.request(_zeros(REPLAY_BYTES, "ring"))
+            await client.request(ReadParams(id=retained.id, owner="bench", wait=_UNTIL_EXIT))
 
             async def replay() -> dict[str, float]:
                 started, received = trio.current_time(), 0
-                async with client.attach(retained.id, owner="bench", offset=0) as stream:
+                replay_from = AttachParams(id=retained.id, owner="bench", offset=0)
+                async with client.attach(replay_from) as stream:
                     async for chunk in stream:
                         received += len(chunk.data)
                 return {"seconds": trio.current_time() - started, "bytes": received, "gaps": 0}
@@ -215,8 +229,8 @@ async def _main(ctx: Context, result: Result) -> None:
             durations = await stats.interleave(
                 floods, params["attach_rounds"], progress=ctx.progress, label="attach "
             )
-            await client.kill(info.id, owner="bench", cleanup=True)
-            await client.kill(retained.id, owner="bench", cleanup=True)
+            await client.request(KillParams(id=info.id, owner="bench", cleanup=True))
+            await client.request(KillParams(id=retained.id, owner="bench", cleanup=True))
     finally:
         os.unlink(config.name)
     _summarize(result, trips, durations)

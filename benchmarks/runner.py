@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import importlib
 import json
 import math
 import os
@@ -25,26 +24,11 @@ import time
 import traceback
 from typing import Any
 
-from . import procs
-from .harness import REPO, Context, Progress, Result
-
-# name -> module, in running order. RPC is registered but pending (see benchmarks/rpc.py).
-SCENARIOS: dict[str, str] = {
-    "teardown": "benchmarks.teardown",
-    "spawn": "benchmarks.spawn_latency",
-    "throughput": "benchmarks.throughput",
-    "reading": "benchmarks.reading",
-    "rpc": "benchmarks.rpc",
-    "shell": "benchmarks.shell",
-    "memory": "benchmarks.memory",
-}
+from . import procs, report
+from .harness import REPO, SCENARIOS, Context, Progress, Result, module
 
 RESULTS_DIR = os.path.join(REPO, "benchmarks", "results")
 CHILD_STOP_TIMEOUT = 60.0  # a scenario's teardowns are bounded by close_timeout (27 s)
-
-
-def module(name: str) -> Any:
-    return importlib.import_module(SCENARIOS[name])
 
 
 # ----------------------------------------------------------------------------- machine
@@ -288,7 +272,5 @@ def main(argv: list[str] | None = None) -> int:
     out = os.path.abspath(args.out or os.path.join(RESULTS_DIR, default))
     status = run_all(quick=args.quick, only=only, out=out)
     if (args.docs or not args.quick) and not args.no_docs:
-        from . import report
-
         report.write_docs(out)
     return status

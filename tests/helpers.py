@@ -55,13 +55,9 @@ def tagged_processes(manager: Manager, session_id: str | None = None) -> list[in
 
 
 def alive(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
+    """True while `pid` exists and is not a zombie (the library's own /proc stat parser)."""
+    entry = reap._read_stat(pid)
+    return entry is not None and not entry.dead
 
 
 def numbers_in(text: str) -> list[int]:

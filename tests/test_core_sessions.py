@@ -217,7 +217,7 @@ async def test_exit_events_exactly_once_and_only_when_asked() -> None:
             await trio.sleep(0.2)
         assert len(events) == 1
         event = events[0]
-        assert event.id == loud.id and event.exit_code == 4 and event.type == "pty.exit"
+        assert event.id == loud.id and event.exit_code == 4 and event.type == "pty.exited"
         assert event.description == "d" * 100
         assert event.last_line == "last words"
         assert event.output_lines == 4

@@ -45,7 +45,7 @@ from tests.deploy_readers import (
     trio_pty_invocations,
     unit_value,
 )
-from tests.test_rpc_support import ServerProcess, open_ws, rpc, start_server
+from tests.rpc_support import ServerProcess, open_ws, rpc, start_server
 from trio_pty import errors
 from trio_pty.limits import Limits
 from trio_pty.manager import Manager

@@ -41,12 +41,8 @@ LIMITS = Limits(terminate_grace=0.3, io_timeout=1.0)
 
 
 def _state(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            raw = handle.read()
-    except OSError:
-        return "gone"
-    return raw[raw.rfind(b")") + 2 :].split()[0].decode()
+    entry = reap._read_stat(pid)
+    return "gone" if entry is None else entry.state
 
 
 # ------------------------------------------------------------------ commands that cannot run

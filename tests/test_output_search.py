@@ -135,6 +135,5 @@ def test_user_patterns_are_not_pinned_by_the_module_cache() -> None:
     cache_info = getattr(getattr(re2, "_Regexp", None), "_make", None)
     if cache_info is None:  # pragma: no cover - another binding version
         pytest.skip("re2 internals differ")
-    before = re2._Regexp._make.cache_info().currsize
     compile_("never seen before (pattern)")
-    assert re2._Regexp._make.cache_info().currsize == before
+    assert re2._Regexp._make.cache_info().currsize == 0

@@ -141,7 +141,7 @@ def test_malformed_text_is_refused(
 
 @pytest.mark.parametrize(("check", "field"), ALL_TEXTS)
 def test_wrong_type_is_refused(check: Callable[[object], object], field: str) -> None:
-    rejects(lambda: check(42), field, "must be a string, got number")
+    rejects(lambda: check(42), field, "must be a string, got integer")
     rejects(lambda: check(b"bytes"), field, "must be a string, got bytes")
 
 
@@ -213,7 +213,7 @@ def test_args_shapes() -> None:
     assert validate.args(None, DEFAULT) == []
     assert validate.args([], DEFAULT) == []
     assert validate.args(("a", ""), DEFAULT) == ["a", ""]
-    rejects(lambda: validate.args(["a", "b", "c", 3], DEFAULT), "args[3]", "got number")
+    rejects(lambda: validate.args(["a", "b", "c", 3], DEFAULT), "args[3]", "got integer")
     rejects(lambda: validate.args("ls -l", DEFAULT), "args", "array of strings, got string")
     rejects(lambda: validate.args({"a": 1}, DEFAULT), "args", "got object")
 
@@ -347,7 +347,7 @@ def test_env_shapes() -> None:
     assert validate.env(None, DEFAULT) is None
     assert validate.env({}, DEFAULT) == {}
     rejects(lambda: validate.env([("A", "b")], DEFAULT), "env", "object of strings, got array")
-    rejects(lambda: validate.env({"A": 1}, DEFAULT), "env[A]", "got number")
+    rejects(lambda: validate.env({"A": 1}, DEFAULT), "env[A]", "got integer")
     rejects(lambda: validate.env({"A": None}, DEFAULT), "env[A]", "got null")
     rejects(lambda: validate.env({1: "x"}, DEFAULT), "env", "names must be strings")
     for bad in ("1A", "A-B", "A B", "", "Ä", "A=B", "٣"):

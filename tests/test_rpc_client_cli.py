@@ -22,9 +22,17 @@ from trio_pty.cli import DETACH_KEY, format_table, keystrokes_to_text
 from trio_pty.model import SessionInfo, Wait
 from trio_pty.policy.escapes import decode_escapes
 from trio_pty.rpc.client import ConnectionFailed, RpcError, connect
+from trio_pty.wire import (
+    KillParams,
+    ListParams,
+    OwnerDeleteParams,
+    ReadParams,
+    ServerInfoParams,
+    SpawnParams,
+)
 
 from .helpers import wait_for_status, wait_for_text
-from .test_rpc_support import ServerProcess, live, owner_for, server
+from .rpc_support import ServerProcess, live, owner_for, server
 
 __all__ = ["live", "server"]  # fixtures used by name
 
@@ -109,11 +117,13 @@ async def test_cli_attach_through_a_real_terminal(live: ServerProcess, request: 
     owner = owner_for(request)
     with trio.fail_after(30):
         async with connect(live.url, live.token) as client:
-            target = await client.spawn(
-                "sh",
-                ["-c", 'while read -r line; do echo "echo:$line"; done'],
-                owner=owner,
-                description="target",
+            target = await client.request(
+                SpawnParams(
+                    command="sh",
+                    args=["-c", 'while read -r line; do echo "echo:$line"; done'],
+                    owner=owner,
+                    description="target",
+                )
             )
             script = f"{sys.executable} -m trio_pty attach {target.id}; echo rc=$?; stty -a"
             async with trio_pty.open_manager(Limits(terminate_grace=0.3)) as manager:
@@ -134,7 +144,7 @@ async def test_cli_attach_through_a_real_terminal(live: ServerProcess, request: 
                 await manager.resize(outer.id, rows=31, cols=101)
                 with trio.fail_after(5):
                     while True:
-                        [info] = await client.list(owner=owner)
+                        [info] = (await client.request(ListParams(owner=owner))).sessions
                         if (info.rows, info.cols) == (31, 101):
                             break
                         await trio.sleep(0.02)
@@ -152,9 +162,9 @@ async def test_cli_attach_through_a_real_terminal(live: ServerProcess, request: 
                 assert {"icanon", "echo", "isig", "opost"} <= flags, text
                 assert not {"-icanon", "-echo", "-isig", "-opost"} & flags, text
             # The session lives on after a detach.
-            [info] = await client.list(owner=owner)
+            [info] = (await client.request(ListParams(owner=owner))).sessions
             assert info.status == "running"
-            await client.kill(target.id, owner=owner, cleanup=True)
+            await client.request(KillParams(id=target.id, owner=owner, cleanup=True))
 
 
 async def test_cancelled_call_cancels_the_request_on_the_server(
@@ -163,20 +173,24 @@ async def test_cancelled_call_cancels_the_request_on_the_server(
     owner = owner_for(request)
     with trio.fail_after(10):
         async with connect(live.url, live.token) as client:
-            info = await client.spawn("sleep", ["30"], owner=owner, description="idle")
+            info = await client.request(
+                SpawnParams(command="sleep", args=["30"], owner=owner, description="idle")
+            )
             with trio.move_on_after(0.2):
-                await client.read(
-                    info.id, owner=owner, wait=Wait(pattern="never", timeout_ms=20000)
+                await client.request(
+                    ReadParams(
+                        id=info.id, owner=owner, wait=Wait(pattern="never", timeout_ms=20000)
+                    )
                 )
             with trio.fail_after(2):
                 while True:
-                    counts = (await client.server_info())["counts"]
-                    if counts["requests_in_flight"] == 1:  # this server.info
+                    counts = (await client.request(ServerInfoParams())).counts
+                    if counts.requests_in_flight == 1:  # this server.info
                         break
                     await trio.sleep(0.02)
-            await client.delete_owner(owner)
+            await client.request(OwnerDeleteParams(owner=owner))
             with pytest.raises(RpcError) as deleted:
-                await client.spawn("true", owner=owner, description="x")
+                await client.request(SpawnParams(command="true", owner=owner, description="x"))
             assert deleted.value.kind == "owner_deleted"
 
 

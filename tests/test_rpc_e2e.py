@@ -18,8 +18,20 @@ from trio_websocket import ConnectionClosed
 
 from trio_pty.model import Wait
 from trio_pty.rpc.client import ConnectionFailed, RpcError, connect
+from trio_pty.wire import (
+    EXITED,
+    AttachParams,
+    KillParams,
+    ListParams,
+    OwnerDeleteParams,
+    ReadParams,
+    ReadRawParams,
+    ServerInfoParams,
+    SpawnParams,
+    WriteParams,
+)
 
-from .test_rpc_support import (
+from .rpc_support import (
     ServerProcess,
     alive_any,
     error_of,
@@ -75,24 +87,31 @@ async def test_prints_urls_and_round_trips(live: ServerProcess, request: Any) ->
     owner = owner_for(request)
     with trio.fail_after(15):
         async with connect(live.url, live.token) as client:
-            info = await client.spawn(
-                "sh", ["-c", 'read line; echo "got:$line"'], owner=owner, description="echo"
+            info = await client.request(
+                SpawnParams(
+                    command="sh",
+                    args=["-c", 'read line; echo "got:$line"'],
+                    owner=owner,
+                    description="echo",
+                )
             )
             assert info.status == "running" and info.owner == owner
-            written = await client.write(info.id, "hello\n", owner=owner)
+            written = await client.request(WriteParams(id=info.id, data="hello\n", owner=owner))
             assert written.bytes_written == 6
-            page = await client.read(
-                info.id, owner=owner, wait=Wait(pattern="got:hello", timeout_ms=5000)
+            page = await client.request(
+                ReadParams(id=info.id, owner=owner, wait=Wait(pattern="got:hello", timeout_ms=5000))
             )
             assert page.reason == "matched"
             assert [line.text for line in page.lines][-1] == "got:hello"
-            assert [s.id for s in await client.list(owner=owner)] == [info.id]
-            killed = await client.kill(info.id, owner=owner, cleanup=True)
+            assert [s.id for s in (await client.request(ListParams(owner=owner))).sessions] == [
+                info.id
+            ]
+            killed = await client.request(KillParams(id=info.id, owner=owner, cleanup=True))
             assert killed.status in ("exited", "killed")
-            assert await client.list(owner=owner) == []
-            info_reply = await client.server_info()
-            assert info_reply["limits"]["terminate_grace"] == 0.3
-            assert "name_substrings" in info_reply["environment"]["deny"]
+            assert (await client.request(ListParams(owner=owner))).sessions == []
+            info_reply = await client.request(ServerInfoParams())
+            assert info_reply.limits.terminate_grace == 0.3
+            assert "name_substrings" in info_reply.environment.deny
 
 
 async def test_every_error_code_leaves_the_connection_usable(
@@ -281,7 +300,7 @@ async def test_handshake_token_origin_and_host(live: ServerProcess) -> None:
                 pass
         assert foreign.value.status == 403
         async with connect(live.url, token, origin=ALLOWED_ORIGIN) as client:
-            assert "version" in await client.server_info()
+            assert (await client.request(ServerInfoParams())).version
 
 
 async def test_oversized_and_invalid_utf8_frames(live: ServerProcess) -> None:
@@ -324,7 +343,7 @@ async def test_oversized_and_invalid_utf8_frames(live: ServerProcess) -> None:
 
         # Other clients never noticed.
         async with connect(live.url, live.token) as client:
-            assert "version" in await client.server_info()
+            assert (await client.request(ServerInfoParams())).version
 
 
 async def test_twenty_clients_one_never_reads(live: ServerProcess, request: Any) -> None:
@@ -356,14 +375,19 @@ async def test_twenty_clients_one_never_reads(live: ServerProcess, request: Any)
                 started = trio.current_time()
                 who = f"{owner}-{index}"
                 async with connect(live.url, live.token) as client:
-                    info = await client.spawn(
-                        "sh", ["-c", 'read x; echo "got:$x"'], owner=who, description="worker"
+                    info = await client.request(
+                        SpawnParams(
+                            command="sh",
+                            args=["-c", 'read x; echo "got:$x"'],
+                            owner=who,
+                            description="worker",
+                        )
                     )
-                    await client.write(info.id, f"hello{index}\n", owner=who)
+                    await client.request(WriteParams(id=info.id, data=f"hello{index}\n", owner=who))
                     wait = Wait(pattern=f"got:hello{index}", timeout_ms=10000)
-                    page = await client.read(info.id, owner=who, wait=wait)
+                    page = await client.request(ReadParams(id=info.id, owner=who, wait=wait))
                     assert page.reason == "matched", page
-                    await client.kill(info.id, owner=who, cleanup=True)
+                    await client.request(KillParams(id=info.id, owner=who, cleanup=True))
                 timings.append(trio.current_time() - started)
 
             async with trio.open_nursery() as nursery:
@@ -374,11 +398,11 @@ async def test_twenty_clients_one_never_reads(live: ServerProcess, request: Any)
             # The flooding PTY was never held back by its stalled reader.
             async with connect(live.url, live.token) as client:
                 wait = Wait(pattern="flood-done", timeout_ms=15000)
-                page = await client.read(flood_id, owner=flood_owner, wait=wait)
+                page = await client.request(ReadParams(id=flood_id, owner=flood_owner, wait=wait))
                 assert page.reason == "matched"
-                [info] = await client.list(owner=flood_owner)
+                [info] = (await client.request(ListParams(owner=flood_owner))).sessions
                 assert info.byte_count > flood_bytes
-                await client.delete_owner(flood_owner)
+                await client.request(OwnerDeleteParams(owner=flood_owner))
     assert max(timings) < 20
 
 
@@ -389,9 +413,11 @@ async def test_attach_resumes_from_an_offset_after_reconnect(
     script = 'i=0; while [ $i -lt 300 ]; do echo "line $i"; i=$((i+1)); sleep 0.002; done'
     with trio.fail_after(30):
         async with connect(live.url, live.token) as client:
-            info = await client.spawn("sh", ["-c", script], owner=owner, description="count")
+            info = await client.request(
+                SpawnParams(command="sh", args=["-c", script], owner=owner, description="count")
+            )
             first_part = b""
-            async with client.attach(info.id, owner=owner, offset=0) as attachment:
+            async with client.attach(AttachParams(id=info.id, owner=owner, offset=0)) as attachment:
                 async for chunk in attachment:
                     assert chunk.offset == len(first_part) and not chunk.gap
                     first_part += chunk.data
@@ -403,15 +429,17 @@ async def test_attach_resumes_from_an_offset_after_reconnect(
 
         async with connect(live.url, live.token) as client:
             second_part = b""
-            async with client.attach(info.id, owner=owner, offset=cursor) as attachment:
+            async with client.attach(
+                AttachParams(id=info.id, owner=owner, offset=cursor)
+            ) as attachment:
                 assert attachment.first.offset == cursor and not attachment.first.gap
                 async for chunk in attachment:
                     assert chunk.offset == cursor + len(second_part) and not chunk.gap
                     second_part += chunk.data
                 assert attachment.exit_event is not None
                 assert attachment.exit_event.exit_code == 0
-            everything = await client.read_raw(info.id, owner=owner, offset=0)
-            await client.kill(info.id, owner=owner, cleanup=True)
+            everything = await client.request(ReadRawParams(id=info.id, owner=owner, offset=0))
+            await client.request(KillParams(id=info.id, owner=owner, cleanup=True))
 
     assert first_part + second_part == everything.data
     lines = (first_part + second_part).decode().split("\r\n")
@@ -428,21 +456,23 @@ async def test_exit_notification_goes_to_spawner_and_attached_once(
             connect(live.url, live.token) as watcher,
             connect(live.url, live.token) as bystander,
         ):
-            info = await spawner.spawn(
-                "sh",
-                ["-c", "read x; exit 3"],
-                owner=owner,
-                description="ends",
-                notify_on_exit=True,
+            info = await spawner.request(
+                SpawnParams(
+                    command="sh",
+                    args=["-c", "read x; exit 3"],
+                    owner=owner,
+                    description="ends",
+                    notify_on_exit=True,
+                )
             )
-            async with watcher.attach(info.id, owner=owner) as attachment:
-                await bystander.write(info.id, "go\n", owner=owner)
+            async with watcher.attach(AttachParams(id=info.id, owner=owner)) as attachment:
+                await bystander.request(WriteParams(id=info.id, data="go\n", owner=owner))
                 async for _ in attachment:
                     pass
                 assert attachment.exit_event is not None
                 assert attachment.exit_event.exit_code == 3
-            event = await spawner.next_notification("pty.exited")
-            assert event.params["id"] == info.id and event.params["exit_code"] == 3
+            event = await spawner.next_notification(EXITED)
+            assert event.id == info.id and event.exit_code == 3
             await trio.sleep(0.3)  # nothing more arrives
 
             def exits(client: Any) -> int:
@@ -450,22 +480,24 @@ async def test_exit_notification_goes_to_spawner_and_attached_once(
 
             # The watcher's one notification ended its attachment (and is also buffered).
             assert (exits(spawner), exits(watcher), exits(bystander)) == (0, 1, 0)
-            await spawner.kill(info.id, owner=owner, cleanup=True)
+            await spawner.request(KillParams(id=info.id, owner=owner, cleanup=True))
 
 
 async def test_owners_are_isolated(live: ServerProcess, request: Any) -> None:
     owner = owner_for(request)
     with trio.fail_after(10):
         async with connect(live.url, live.token) as client:
-            info = await client.spawn("sleep", ["30"], owner=owner, description="mine")
-            assert await client.list(owner=owner + "-b") == []
+            info = await client.request(
+                SpawnParams(command="sleep", args=["30"], owner=owner, description="mine")
+            )
+            assert (await client.request(ListParams(owner=owner + "-b"))).sessions == []
             with pytest.raises(RpcError) as foreign:
-                await client.read(info.id, owner=owner + "-b")
+                await client.request(ReadParams(id=info.id, owner=owner + "-b"))
             with pytest.raises(RpcError) as missing:
-                await client.read("pty_ffffffff", owner=owner + "-b")
+                await client.request(ReadParams(id="pty_ffffffff", owner=owner + "-b"))
             assert foreign.value.kind == missing.value.kind == "session_not_found"
             assert foreign.value.message == missing.value.message.replace("pty_ffffffff", info.id)
-            assert await client.delete_owner(owner) == 1
+            assert (await client.request(OwnerDeleteParams(owner=owner))).removed == 1
 
 
 # --------------------------------------------------------------------------------------------
@@ -489,10 +521,12 @@ async def test_sigterm_tears_down_sessions_that_ignore_sigterm(
         with trio.fail_after(20):
             async with connect(server.url, server.token) as client:
                 for _ in range(3):
-                    await client.spawn(
-                        "sh",
-                        ["-c", "trap '' TERM; sleep 1000 & sleep 1000"],
-                        description="stubborn",
+                    await client.request(
+                        SpawnParams(
+                            command="sh",
+                            args=["-c", "trap '' TERM; sleep 1000 & sleep 1000"],
+                            description="stubborn",
+                        )
                     )
                 with trio.fail_after(5):
                     while len(server_processes(server)) < 9:  # noqa: ASYNC110

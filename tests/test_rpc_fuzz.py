@@ -1,11 +1,11 @@
 """Protocol fuzzing against a running server, over real WebSocket connections on loopback.
 
-`tests/test_rpc_protocol.py` proves the sans-io parser's properties; this file proves that the
+`tests/test_wire.py` proves the sans-io parser's properties; this file proves that the
 *running* server keeps the documented promises whatever arrives on the wire:
 
 - every request with a valid id gets exactly one response carrying that id; notifications,
   responses and frames without a usable id get an answer only as docs/protocol.md says (an
-  oracle written from the documentation, independent of `protocol.parse_message`, predicts
+  oracle written from the documentation, independent of `wire.parse_message`, predicts
   each frame's answer: which id, which codes), and never an internal error (-32603);
 - a connection ends only by a documented close code, and only after a frame of the matching
   class (1009 after an oversized message, 1007 or a dropped TCP connection after a text frame
@@ -59,13 +59,24 @@ from trio_pty import Limits
 from trio_pty.manager import Manager
 from trio_pty.model import Wait
 from trio_pty.policy.authorize import RulesAuthorizer
-from trio_pty.rpc import methods
 from trio_pty.rpc.client import TrioPtyClient, connect
-from trio_pty.rpc.server import RpcServer, ServerOptions, open_server, parse_config
+from trio_pty.rpc.config import parse_config
+from trio_pty.rpc.server import RpcServer, ServerOptions, open_server
+from trio_pty.wire import (
+    METHODS,
+    CancelParams,
+    KillParams,
+    ListParams,
+    OwnerDeleteParams,
+    ReadParams,
+    ServerInfoParams,
+    SpawnParams,
+    WriteParams,
+)
 
 from . import leaks
 from .helpers import alive
-from .test_rpc_support import (
+from .rpc_support import (
     RawSocket,
     client_frame,
     raw_connect,
@@ -338,7 +349,7 @@ def oracle(payload: str | bytes) -> Expect:
     canonical = _canonical(value["id"])
     if cancels:
         outcomes: frozenset[Outcome] | None = frozenset({"result", INVALID_PARAMS})
-    elif method not in methods.METHODS:
+    elif method not in METHODS:
         outcomes = frozenset({METHOD_NOT_FOUND})
     else:
         outcomes = None
@@ -758,13 +769,13 @@ ids = st.one_of(
 def params_of(method: str) -> dict[str, Any]:
     """The method's params class fields and their types (resolved annotations)."""
     if method == CANCEL:
-        cls: type[Any] = methods.CancelParams
+        cls: type[Any] = CancelParams
     else:
-        cls = methods.METHODS[method].params
+        cls = METHODS[method].params
     return dict(typing.get_type_hints(cls))
 
 
-METHOD_NAMES = [*methods.METHODS, CANCEL]
+METHOD_NAMES = [*METHODS, CANCEL]
 BAD_METHODS = [
     "pty.nope",
     "",
@@ -918,7 +929,7 @@ def valid_requests(draw: st.DrawFn, vocab: Vocabulary, used_ids: list[Any]) -> d
         message["id"] = draw(plain_ids)
         used_ids.append(message["id"])
     params: dict[str, Any] = {}
-    cls = methods.CancelParams if method == CANCEL else methods.METHODS[method].params
+    cls = CancelParams if method == CANCEL else METHODS[method].params
     for field in attrs.fields(cls):
         if field.default is not attrs.NOTHING and draw(st.booleans()):
             continue
@@ -1103,7 +1114,7 @@ def frames(draw: st.DrawFn, vocab: Vocabulary, used_ids: list[Any], serial: Iter
         unique = f"deep-{next(iter(serial))}"
         frame = deep_frame(depth, draw(st.sampled_from(["array", "object"])), place, unique)
     else:
-        method = draw(st.sampled_from(list(methods.METHODS)))
+        method = draw(st.sampled_from(list(METHODS)))
         params = dict(BASE_PARAMS[method])
         fields = params_of(method)
         if fields:
@@ -1316,7 +1327,9 @@ class FuzzTarget:
         with trio.fail_after(60):
             self.examples += 1
             owner = f"batch-{self.examples}"
-            info = await self.admin.spawn("cat", owner=owner, description="fuzz target")
+            info = await self.admin.request(
+                SpawnParams(command="cat", owner=owner, description="fuzz target")
+            )
             try:
                 await self.run(
                     attrs.evolve(
@@ -1324,10 +1337,12 @@ class FuzzTarget:
                     )
                 )
             finally:
-                await self.admin.delete_owner(owner)
+                await self.admin.request(OwnerDeleteParams(owner=owner))
                 for other in OTHER_OWNERS:
-                    for session in await self.admin.list(owner=other):
-                        await self.admin.kill(session.id, owner=other, cleanup=True)
+                    for session in (await self.admin.request(ListParams(owner=other))).sessions:
+                        await self.admin.request(
+                            KillParams(id=session.id, owner=other, cleanup=True)
+                        )
             await self.guard.round_trip()
 
 
@@ -1345,7 +1360,7 @@ class Guard:
     @classmethod
     async def start(cls, client: TrioPtyClient) -> Guard:
         owner = f"guard-{uuid.uuid4().hex}"
-        info = await client.spawn("cat", owner=owner, description="guard")
+        info = await client.request(SpawnParams(command="cat", owner=owner, description="guard"))
         guard = cls(client, owner, info.id)
         await guard.round_trip()
         return guard
@@ -1355,18 +1370,22 @@ class Guard:
         self.trips += 1
         word = f"ping-{self.trips}-{uuid.uuid4().hex[:8]}"
         with trio.fail_after(GUARD_TIMEOUT):
-            [before] = await self.client.list(owner=self.owner)
+            [before] = (await self.client.request(ListParams(owner=self.owner))).sessions
             assert (before.id, before.status) == (self.session_id, "running")
             start = max(0, before.line_count - 1)
-            written = await self.client.write(self.session_id, word + "\n", owner=self.owner)
+            written = await self.client.request(
+                WriteParams(id=self.session_id, data=word + "\n", owner=self.owner)
+            )
             assert written.bytes_written == len(word) + 1
             while True:
-                page = await self.client.read(
-                    self.session_id,
-                    owner=self.owner,
-                    offset=start,
-                    pattern=f"^{word}$",
-                    wait=Wait(pattern=f"^{word}$", timeout_ms=200),
+                page = await self.client.request(
+                    ReadParams(
+                        id=self.session_id,
+                        owner=self.owner,
+                        offset=start,
+                        pattern=f"^{word}$",
+                        wait=Wait(pattern=f"^{word}$", timeout_ms=200),
+                    )
                 )
                 if len(page.lines) >= 2:
                     break
@@ -1467,7 +1486,7 @@ async def test_fuzz_in_process_server_tasks_return_to_baseline(
             await fuzz_through(target, count)
             # The fuzz clients are gone: only the guard's and the admin's connections remain.
             await wait_for(
-                lambda: len(server.connections) == 2 and len(server._slots) == 2,
+                lambda: len(server.connections) == 2 and server.open_slots == 2,
                 CLOSE_TIMEOUT,
                 "the fuzz connections to close",
             )
@@ -1510,11 +1529,11 @@ async def test_fuzz_serve_subprocess(tmp_path: Path) -> None:
                 target = FuzzTarget(process.port, nursery, guard, admin)
                 await fuzz_through(target, count)
                 with trio.fail_after(CLOSE_TIMEOUT):
-                    info = await guard_client.server_info()
-                    while info["counts"]["connections"] != 2:
+                    info = await guard_client.request(ServerInfoParams())
+                    while info.counts.connections != 2:
                         await trio.sleep(0.02)
-                        info = await guard_client.server_info()
-                assert info["counts"]["requests_in_flight"] == 1, info  # this server.info
+                        info = await guard_client.request(ServerInfoParams())
+                assert info.counts.requests_in_flight == 1, info  # this server.info
                 nursery.cancel_scope.cancel()
         assert process.proc.poll() is None, f"the server died: {process.stderr()}"
         ran = server_processes(process)
@@ -1659,9 +1678,9 @@ async def test_every_param_with_every_wrong_type(tmp_path: Path) -> None:
     for method in METHOD_NAMES:
         extra.append((method, {**BASE_PARAMS[method], "colour": "red"}, "colour", "unknown field"))
         for name in BASE_PARAMS[method]:
-            field = attrs.fields_dict(
-                methods.CancelParams if method == CANCEL else methods.METHODS[method].params
-            )[name]
+            field = attrs.fields_dict(CancelParams if method == CANCEL else METHODS[method].params)[
+                name
+            ]
             if field.default is attrs.NOTHING:
                 params = {k: v for k, v in BASE_PARAMS[method].items() if k != name}
                 extra.append((method, params, name, "required field missing"))

@@ -4,13 +4,15 @@ in the test's own trio loop for what the subprocess tests do not reach."""
 from __future__ import annotations
 
 import base64
+import io
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import attrs
+import h11
 import pytest
 import trio
 import trio.testing
@@ -18,22 +20,25 @@ from trio_websocket import ConnectionClosed, wrap_client_stream
 
 import trio_pty
 from trio_pty import Limits
-from trio_pty.manager import Manager
-from trio_pty.rpc import methods
-from trio_pty.rpc.client import RpcError, connect
-from trio_pty.rpc.handshake import acceptable_hosts
-from trio_pty.rpc.server import (
-    ConfigError,
-    RpcServer,
-    ServerOptions,
-    check_handshake,
-    format_url,
-    load_config,
-    open_server,
-    parse_config,
+from trio_pty.rpc import handlers
+from trio_pty.rpc.client import ConnectionLost, RpcError, connect
+from trio_pty.rpc.config import ConfigError, load_config, parse_config
+from trio_pty.rpc.handshake import acceptable_hosts, check_handshake, format_url
+from trio_pty.rpc.serve import ServeSettings, serve
+from trio_pty.rpc.server import RpcServer, ServerOptions, open_server
+from trio_pty.wire import (
+    EXITED,
+    LIST,
+    SERVER_INFO,
+    KillParams,
+    ListParams,
+    ServerInfo,
+    ServerInfoParams,
+    SessionList,
+    SpawnParams,
 )
 
-from .test_rpc_support import error_of, open_ws, raw_connect, raw_status, response_to, rpc
+from .rpc_support import error_of, open_ws, raw_connect, raw_status, response_to, rpc
 
 TOKEN = "s3cret-token"
 LIMITS = Limits(
@@ -246,7 +251,7 @@ async def test_a_stalled_clients_send_queue_is_bounded_in_characters() -> None:
                     await trio.sleep(0.01)
                     highest = max(highest, connection.queued_chars)
                 assert highest <= budget
-                assert server.info()["counts"]["queued_chars"] == connection.queued_chars
+                assert server.info().counts.queued_chars == connection.queued_chars
             await server.manager.kill(info.id, owner="o")
 
 
@@ -275,12 +280,10 @@ async def test_requests_past_the_in_flight_bound_wait_and_are_all_answered() -> 
 async def test_internal_errors_are_reported_without_details(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    async def broken(ctx: methods.Context, params: Any) -> methods.Reply:
+    async def broken(ctx: handlers.Context, params: ServerInfoParams) -> ServerInfo:
         raise RuntimeError("secret detail")
 
-    monkeypatch.setitem(
-        methods.METHODS, "server.info", methods.Method(methods.ServerInfoParams, broken)
-    )
+    monkeypatch.setitem(handlers.HANDLERS, SERVER_INFO.name, handlers.Route(SERVER_INFO, broken))
     with trio.fail_after(10):
         async with serving() as server, open_ws(server.url, auth()) as ws:
             reply = await rpc(ws, 1, "server.info")
@@ -349,19 +352,20 @@ async def test_attach_before_any_output_then_detach() -> None:
 async def test_server_info_counts(tmp_path: Path) -> None:
     with trio.fail_after(10):
         async with serving(env_deny=("MY_*",)) as server, connect(server.url, TOKEN) as client:
-            info = await client.spawn("sleep", ["30"], owner="a", description="x")
-            reply = await client.server_info()
-            assert reply["version"] == trio_pty.__version__
-            assert reply["counts"]["sessions"] == 1
-            assert reply["counts"]["by_status"] == {"running": 1}
-            assert reply["counts"]["connections"] == 1
-            assert reply["limits"]["max_requests_in_flight"] == 2
-            assert reply["environment"]["deny"]["patterns"] == ["MY_*"]
-            assert reply["uptime"] >= 0
+            spawn = SpawnParams(command="sleep", args=["30"], owner="a", description="x")
+            info = await client.request(spawn)
+            reply = await client.request(ServerInfoParams())
+            assert reply.version == trio_pty.__version__
+            assert reply.counts.sessions == 1
+            assert reply.counts.by_status == {"running": 1}
+            assert reply.counts.connections == 1
+            assert reply.limits.max_requests_in_flight == 2
+            assert reply.environment.deny["patterns"] == ["MY_*"]
+            assert reply.uptime >= 0
             with pytest.raises(RpcError) as unknown:
                 await client.call("server.info", {"verbose": True})
             assert unknown.value.code == -32602 and "verbose" in unknown.value.message
-            await client.kill(info.id, owner="a", cleanup=True)
+            await client.request(KillParams(id=info.id, owner="a", cleanup=True))
 
 
 async def test_connections_over_the_bound_get_503() -> None:
@@ -376,10 +380,10 @@ async def test_connections_over_the_bound_get_503() -> None:
                 assert await raw_status(server.port, headers=bearer) == 503
             # Slots free up again once connections close.
             with trio.fail_after(2):
-                while len(server._slots) > 0:  # noqa: ASYNC110
+                while server.open_slots > 0:  # noqa: ASYNC110
                     await trio.sleep(0.01)
             async with connect(server.url, TOKEN) as client:
-                assert await client.list() == []
+                assert (await client.request(ListParams())).sessions == []
 
 
 async def test_a_stream_accepted_elsewhere_can_be_handed_over() -> None:
@@ -402,14 +406,17 @@ async def test_a_stream_accepted_elsewhere_can_be_handed_over() -> None:
                 await ws.aclose()
 
 
-async def test_manager_closing_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_manager_closing_is_reported() -> None:
+    """A server that outlives its manager (an embedding app closed the manager first)."""
     with trio.fail_after(10):
-        async with serving() as server, open_ws(server.url, auth()) as ws:
-            manager: Manager = server.manager
-            monkeypatch.setattr(manager, "_closing", True)
-            reply = await rpc(ws, 1, "pty.spawn", {"command": "true", "description": "x"})
-            assert error_of(reply) == (-32004, "closing")
-            monkeypatch.setattr(manager, "_closing", False)
+        async with trio.open_nursery() as nursery:
+            async with trio_pty.open_manager(LIMITS) as manager:
+                options = ServerOptions(token=TOKEN, port=0)
+                server: RpcServer = await nursery.start(RpcServer(manager, options).run)
+            async with open_ws(server.url, auth()) as ws:
+                reply = await rpc(ws, 1, "pty.spawn", {"command": "true", "description": "x"})
+                assert error_of(reply) == (-32004, "closing")
+            server.stop()
 
 
 async def test_stop_closes_connections_with_1001() -> None:
@@ -425,3 +432,101 @@ async def test_stop_closes_connections_with_1001() -> None:
             with pytest.raises(ConnectionClosed) as closed:
                 await ws.get_message()
             assert closed.value.reason is not None and closed.value.reason.code == 1001
+
+
+async def test_a_newer_servers_extra_result_fields_are_ignored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Forward compatibility: a result carrying a field this client does not know."""
+
+    @attrs.frozen(kw_only=True)
+    class NewerSessionList(SessionList):
+        next_page: str = "later"
+
+    async def newer(ctx: handlers.Context, params: ListParams) -> SessionList:
+        return NewerSessionList(sessions=[])
+
+    monkeypatch.setitem(handlers.HANDLERS, LIST.name, handlers.Route(LIST, newer))
+    with trio.fail_after(10):
+        async with serving() as server, connect(server.url, TOKEN) as client:
+            raw = await client.call(LIST.name, {})
+            assert raw == {"sessions": [], "next_page": "later"}
+            assert await client.request(ListParams()) == SessionList(sessions=[])
+
+
+async def _h11_exchange(port: int, request: h11.Request) -> list[object]:
+    """Send `request` with an h11 client and read its whole response the same way."""
+    client = h11.Connection(h11.CLIENT)
+    events: list[object] = []
+    async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+        await stream.send_all(client.send(request) or b"")
+        await stream.send_all(client.send(h11.EndOfMessage()) or b"")
+        while not events or not isinstance(events[-1], h11.EndOfMessage):
+            event = client.next_event()
+            if event is h11.NEED_DATA:
+                client.receive_data(bytes(await stream.receive_some(65536)))
+            else:
+                events.append(event)
+    return events
+
+
+async def test_the_busy_answer_is_well_formed_http() -> None:
+    """A real HTTP client reads the 503 to its end (it once declared 34 bytes for 33)."""
+    with trio.fail_after(10):
+        async with (
+            serving() as server,
+            open_ws(server.url, auth()),
+            open_ws(server.url, auth()),
+            open_ws(server.url, auth()),
+        ):
+            upgrade = h11.Request(
+                method="GET",
+                target="/rpc",
+                headers=[
+                    ("Host", f"127.0.0.1:{server.port}"),
+                    ("Upgrade", "websocket"),
+                    ("Connection", "Upgrade"),
+                    ("Authorization", f"Bearer {TOKEN}"),
+                ],
+            )
+            response, data, end = await _h11_exchange(server.port, upgrade)
+            assert isinstance(response, h11.Response) and response.status_code == 503
+            assert isinstance(data, h11.Data) and isinstance(end, h11.EndOfMessage)
+            assert data.data == b"503 too many connections (try later)\n"
+            assert dict(response.headers)[b"connection"] == b"close"
+
+
+async def test_serve_stops_when_its_shutdown_trigger_fires() -> None:
+    """`serve` with its own trigger instead of signals: URL out, shutdown, summary, 0."""
+    fire = trio.Event()
+
+    async def trigger(
+        request_shutdown: Callable[[str], None],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        task_status.started()
+        await fire.wait()
+        request_shutdown("test over")
+
+    out = io.StringIO()
+    settings = ServeSettings(server=ServerOptions(token=TOKEN, port=0), limits=LIMITS)
+    statuses: list[int] = []
+
+    async def run() -> None:
+        statuses.append(await serve(settings, shutdown_trigger=trigger, out=out))
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run)
+            while not out.getvalue().endswith("\n"):  # noqa: ASYNC110
+                await trio.sleep(0.01)
+            url = out.getvalue().strip()
+            async with connect(url, TOKEN) as client:
+                spawn = SpawnParams(command="sleep", args=["30"], description="left running")
+                await client.request(spawn)
+                fire.set()
+                with pytest.raises(ConnectionLost):  # closed (1001) before the teardown
+                    await client.next_notification(EXITED)
+    assert statuses == [0]
+    assert out.getvalue().splitlines()[1].startswith("shutdown: 1 sessions reaped in ")

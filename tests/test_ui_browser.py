@@ -28,10 +28,11 @@ import trio
 from tests import leaks
 from trio_pty.model import Wait
 from trio_pty.rpc.client import connect
-from trio_pty.rpc.server import PAGE_LINE_PREFIX
+from trio_pty.rpc.serve import PAGE_LINE_PREFIX
 from trio_pty.ui import vendor
+from trio_pty.wire import ListParams, SpawnParams, WriteParams
 
-from .test_rpc_support import ServerProcess, start_server, wait_no_server_processes
+from .rpc_support import ServerProcess, start_server, wait_no_server_processes
 
 REQUIRED = os.environ.get("TRIO_PTY_REQUIRE_BROWSER") == "1"
 CHROMIUM = os.environ.get("TRIO_PTY_CHROMIUM", "/usr/bin/chromium")
@@ -138,27 +139,33 @@ def test_monitor_in_a_real_browser(server: ServerProcess, tmp_path: Path) -> Non
     owner, other = "agent-1", "agent-2"
 
     async def spawn_sessions(client: Any) -> Any:
-        await client.spawn(
-            "sh",
-            ["-c", "echo build ok; exit 0"],
-            owner=other,
-            description="build",
-            title="make",
+        await client.request(
+            SpawnParams(
+                command="sh",
+                args=["-c", "echo build ok; exit 0"],
+                owner=other,
+                description="build",
+                title="make",
+            )
         )
-        await client.spawn(
-            "sh",
-            ["-c", "echo 'error: tests failed' >&2; exit 2"],
-            owner=other,
-            description="tests",
-            title="pytest",
+        await client.request(
+            SpawnParams(
+                command="sh",
+                args=["-c", "echo 'error: tests failed' >&2; exit 2"],
+                owner=other,
+                description="tests",
+                title="pytest",
+            )
         )
-        return await client.spawn(
-            "python3",
-            ["-u", "-c", CHILD],
-            owner=owner,
-            description="a calculator",
-            title="calc",
-            ready=Wait(pattern="READY", timeout_ms=5000),
+        return await client.request(
+            SpawnParams(
+                command="python3",
+                args=["-u", "-c", CHILD],
+                owner=owner,
+                description="a calculator",
+                title="calc",
+                ready=Wait(pattern="READY", timeout_ms=5000),
+            )
         )
 
     info = _rpc(server, spawn_sessions)
@@ -260,8 +267,13 @@ def _scenario(
     wait_until(f"!{monitor}.status().connected")
 
     async def type_while_away(client: Any) -> None:
-        await client.write(
-            info.id, "2+3\n", owner=owner, wait=Wait(pattern="ANSWER 5", timeout_ms=5000)
+        await client.request(
+            WriteParams(
+                id=info.id,
+                data="2+3\n",
+                owner=owner,
+                wait=Wait(pattern="ANSWER 5", timeout_ms=5000),
+            )
         )
 
     _rpc(server, type_while_away)
@@ -276,7 +288,9 @@ def _scenario(
         assert screen.count(line) == 1, (line, screen)
 
     async def byte_count(client: Any) -> int:
-        [session] = [s for s in await client.list(owner=owner) if s.id == info.id]
+        [session] = [
+            s for s in (await client.request(ListParams(owner=owner))).sessions if s.id == info.id
+        ]
         return int(session.byte_count)
 
     wait_until(f"{monitor}.status().nextOffset === {_rpc(server, byte_count)}")

@@ -29,10 +29,12 @@ import trio_pty
 from trio_pty import Limits
 from trio_pty.rpc import http
 from trio_pty.rpc.client import RpcError, connect
-from trio_pty.rpc.server import PAGE_LINE_PREFIX, RpcServer, ServerOptions, open_server
+from trio_pty.rpc.serve import PAGE_LINE_PREFIX
+from trio_pty.rpc.server import RpcServer, ServerOptions, open_server
 from trio_pty.ui import ASSETS_DIR, AssetsError, load_page, vendor
+from trio_pty.wire import KillParams, SpawnParams
 
-from .test_rpc_support import ServerProcess, client_frame, live, raw_status, server, start_server
+from .rpc_support import ServerProcess, client_frame, live, raw_status, server, start_server
 
 __all__ = ["live", "server"]  # fixtures used by name
 
@@ -326,8 +328,12 @@ async def test_monitor_lists_every_owner(live: ServerProcess) -> None:
     assert live.token is not None
     with trio.fail_after(15):
         async with connect(live.url, live.token) as client:
-            a = await client.spawn("sleep", ["30"], owner="ui-a", description="a")
-            b = await client.spawn("sleep", ["30"], owner="ui-b", description="b")
+            a = await client.request(
+                SpawnParams(command="sleep", args=["30"], owner="ui-a", description="a")
+            )
+            b = await client.request(
+                SpawnParams(command="sleep", args=["30"], owner="ui-b", description="b")
+            )
             try:
                 listed = await client.call("pty.list", {"all_owners": True})
                 ids = [s["id"] for s in listed["sessions"]]
@@ -346,8 +352,8 @@ async def test_monitor_lists_every_owner(live: ServerProcess) -> None:
                     await client.call("pty.list", {"all_owners": "yes"})
                 assert wrong.value.code == -32602
             finally:
-                await client.kill(a.id, owner="ui-a", cleanup=True)
-                await client.kill(b.id, owner="ui-b", cleanup=True)
+                await client.request(KillParams(id=a.id, owner="ui-a", cleanup=True))
+                await client.request(KillParams(id=b.id, owner="ui-b", cleanup=True))
 
 
 async def test_vendor_files_are_served_verified(live: ServerProcess) -> None:

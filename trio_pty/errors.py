@@ -2,11 +2,22 @@
 
 `details()` carries the structured facts a caller needs to act (the live ids when a limit is
 hit, the bytes that went in before a write timed out); the message repeats them for people.
+
+Two helpers every layer that reports errors shares: `json_type_name` (how a JSON client names
+a value's type, for "expected string, got integer") and `unwrap_group` (the one exception
+inside the groups trio's nurseries wrap it in, its own cause and context kept).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import errno
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, ClassVar, Final
+
+#: errno values that say the machine is out of descriptors or memory: never the caller's
+#: fault, so never reported as bad input (and never taken to mean "that process is gone").
+OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 
 class PtyError(Exception):
@@ -143,3 +154,50 @@ class PermissionDenied(PtyError):
             if reason:
                 message = f"{message} ({reason})"
         super().__init__(message, permission=permission, resource=resource)
+
+
+def json_type_name(value: object) -> str:
+    """Name a value's type the way a JSON client thinks of it. Integers and other numbers are
+    told apart, since "expected integer, got number" is what a client needs to read."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__
+
+
+def single_exception(exc: BaseException) -> BaseException:
+    """The one exception inside nested single-member groups (trio wraps what is raised in a
+    nursery), or `exc` itself when it is not such a group."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+@contextmanager
+def unwrap_group() -> Iterator[None]:
+    """Let the one exception out of a group raised in the block as itself, so callers can
+    catch what they know. Its own `__cause__` and `__context__` are kept (re-raising it here
+    would otherwise make the group its context); a group of several stays a group."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        inner = single_exception(group)
+        if inner is group:
+            raise
+        context = inner.__context__
+        try:
+            raise inner  # its own cause and context, as raised
+        finally:
+            inner.__context__ = context
+            del inner, group

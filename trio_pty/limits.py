@@ -1,7 +1,12 @@
 """Every bound and default of trio-pty, in one frozen record.
 
-Nothing else in the package hard-codes a size, a count or a duration: a bound that is not
-here cannot be raised by an operator and cannot be checked by a reviewer.
+Every bound on what a client may ask for or make the service hold (sessions, sizes, waits,
+connections, queues) is here: a bound that is not here could not be raised by an operator
+or checked by a reviewer. Some modules keep internal tuning constants next to the code they
+tune: read and write chunk sizes (`session._READ_SIZE`), poll intervals and scan pacing
+(`session._EIO_POLL`, `posix.reap._SCAN_DUTY`), how much of a refused HTTP client is drained
+(`rpc.http`), how many problems one error message spells out (`wire.codec`). They limit no
+request and change how fast things go, not what is allowed, so they are not settings.
 """
 
 from __future__ import annotations

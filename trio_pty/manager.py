@@ -14,7 +14,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Literal
+from typing import Any, NoReturn, TypeVar
 
 import attrs
 import trio
@@ -42,7 +42,7 @@ from .policy.authorize import (
     authorize_write,
     open_workdir,
 )
-from .policy.environment import EnvAllowList, filtered_base, finish_environment
+from .policy.environment import EnvAllowList, EnvMode, filtered_base, finish_environment
 from .posix import reap, spawn
 from .posix.sandbox import Sandbox
 from .session import Attachment, ExitCallback, Session
@@ -52,7 +52,7 @@ from .shell.keys import command_text, keystrokes
 
 log = logging.getLogger("trio_pty")
 
-EnvMode = Literal["inherit", "fixed"]
+T = TypeVar("T")
 
 _subreaper_users = 0
 _subreaper_was_on = False
@@ -72,8 +72,20 @@ def _release_subreaper() -> None:
         reap.set_child_subreaper(False)
 
 
-class Manager:
-    """Owns every session. Get one from `open_manager`."""
+class _NoPublicConstructor(type):
+    """A class that only its factory may instantiate (trio's Nursery does the same): calling
+    the class raises, the factory calls `_create`."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError(f"{cls.__qualname__} has no public constructor: use open_manager()")
+
+    def _create(cls: type[T], *args: Any, **kwargs: Any) -> T:
+        instance: T = super().__call__(*args, **kwargs)  # type: ignore[misc]
+        return instance
+
+
+class Manager(metaclass=_NoPublicConstructor):
+    """Owns every session. The only way to get one is `open_manager`."""
 
     def __init__(
         self,
@@ -112,10 +124,6 @@ class Manager:
 
     # ------------------------------------------------------------------ queries
 
-    @property
-    def closing(self) -> bool:
-        return self._closing
-
     def list(self, owner: str = "default") -> list[SessionInfo]:
         """This owner's sessions, oldest first."""
         validate.owner(owner, self.limits)
@@ -127,9 +135,6 @@ class Manager:
 
     def get(self, session_id: str, *, owner: str = "default") -> SessionInfo:
         return self._session(session_id, owner).info()
-
-    def owner_deleted(self, owner: str) -> bool:
-        return owner in self._deleted
 
     def _session(self, session_id: str, owner: str) -> Session:
         """Look a session up for an owner; another owner's session does not exist."""
@@ -929,6 +934,16 @@ class Manager:
             except OSError as exc:  # out of descriptors for now: try again next time
                 log.warning("orphan reaping skipped: %s", exc)
 
+    def _close(self) -> None:
+        """Leaving `open_manager`: refuse new spawns, stamp every session's teardown with
+        the same moment (every grace counts from it), sweep escapees, cancel the nursery."""
+        self._closing = True
+        now = trio.current_time()
+        for session in self._running:
+            session.shut_down(now)
+        self._nursery.start_soon(self._sweep)
+        self._nursery.cancel_scope.cancel()
+
     async def _sweep(self) -> None:
         """At shutdown: end every process carrying this manager's tag that was reparented to
         PID 1 or to us (escaped descendants; with the subreaper off they are found only here),
@@ -1016,7 +1031,7 @@ async def open_manager(
         _acquire_subreaper()
     try:
         async with trio.open_nursery() as nursery:
-            manager = Manager(
+            manager = Manager._create(
                 nursery,
                 limits,
                 on_exit=on_exit,
@@ -1033,12 +1048,7 @@ async def open_manager(
             try:
                 yield manager
             finally:
-                manager._closing = True
-                now = trio.current_time()
-                for session in manager._running:
-                    session.shut_down(now)  # every grace counts from this one moment
-                nursery.start_soon(manager._sweep)
-                nursery.cancel_scope.cancel()
+                manager._close()
     finally:
         if subreaper:
             _release_subreaper()

@@ -74,7 +74,7 @@ class ReadPage:
 class ExitEvent:
     """Delivered once to the exit callback when a session with notify_on_exit ends."""
 
-    type: Literal["pty.exit"] = "pty.exit"
+    type: Literal["pty.exited"] = "pty.exited"
     id: str
     owner: str
     description: str

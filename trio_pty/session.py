@@ -642,13 +642,6 @@ class Session:
         spawn.set_window_size(self._master, rows, cols)
         self.rows, self.cols = rows, cols
 
-    def signal_foreground(self, sig: signal.Signals) -> None:
-        """Deliver a signal to the tty's foreground group (used for tests and Ctrl-C)."""
-        self._check_running()
-        foreground = spawn.foreground_group(self._master)
-        if foreground is not None:
-            reap.signal_group(foreground, sig)
-
 
 class Attachment:
     """A cursor over one session's raw output: the retained snapshot (or exactly the bytes

@@ -16,7 +16,7 @@ line by line.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import re2
@@ -29,18 +29,31 @@ _MAX_MEM = 2 << 20
 _UNSAFE_IN_BATCH = re.compile(r"\\[ACz]|\(\?[A-Za-z]*-[A-Za-z]*m")
 
 
-def _compile(pattern: str, options: Any) -> Any:
-    """Compile without `re2.compile`'s module-level cache.
+class Match(Protocol):
+    """What we use of a match of the re2 binding (which ships no type information)."""
+
+    def span(self) -> tuple[int, int]: ...
+
+
+class Regexp(Protocol):
+    """What we use of a compiled re2 pattern."""
+
+    def search(self, text: str | bytes, pos: int = ..., endpos: int = ...) -> Match | None: ...
+
+
+def _compile(pattern: str, options: Any) -> Regexp:
+    """Compile, then empty `re2.compile`'s module-level cache (`re2.purge`).
 
     That cache keeps the last 128 patterns alive, each with a DFA cache that can grow to
     max_mem (8 MiB): user-supplied patterns would pin up to a GiB. A pattern compiled here
-    is freed with the read or wait that made it. Falls back to re2.compile if the binding's
-    internals change.
+    is freed with the read or wait that made it. Only trio-pty compiles re2 patterns in its
+    process, so emptying the whole cache costs nobody anything.
     """
-    factory = getattr(re2, "_Regexp", None)
-    if factory is None:  # pragma: no cover - depends on the binding's version
-        return re2.compile(pattern, options)
-    return factory(pattern, options)
+    try:
+        compiled: Regexp = re2.compile(pattern, options)
+    finally:
+        re2.purge()
+    return compiled
 
 
 def _options(*, ignore_case: bool, never_nl: bool) -> Any:
@@ -62,12 +75,12 @@ class CompiledPattern:
 
     pattern: str
     ignore_case: bool
-    line: Any = attrs.field(repr=False)
+    line: Regexp = attrs.field(repr=False)
     """The pattern as given, applied to one line (str or UTF-8 bytes)."""
-    batch: Any = attrs.field(repr=False)
+    batch: Regexp | None = attrs.field(repr=False)
     """The multi-line, never-newline variant for blobs of lines, or None."""
 
-    def search(self, text: str | bytes) -> Any:
+    def search(self, text: str | bytes) -> Match | None:
         """The first match in one line of text, or None."""
         return self.line.search(text)
 

@@ -20,7 +20,6 @@ The only I/O in policy/ lives here: plain `os` calls on the workdir, no trio.
 
 from __future__ import annotations
 
-import errno
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -29,7 +28,7 @@ from typing import Final, Literal, Protocol, TypeAlias, get_args
 
 import attrs
 
-from trio_pty.errors import InvalidInput, PermissionDenied
+from trio_pty.errors import OUT_OF_RESOURCES, InvalidInput, PermissionDenied
 from trio_pty.policy.validate import glob_match, shell_quote
 from trio_pty.posix.beneath import EscapesRoot, open_beneath, real_path
 
@@ -270,9 +269,9 @@ class RulesAuthorizer:
     permission's own rules after them, so the specific rules win. This is what TOML
     expresses directly:
 
-        [authorization]
+        [permissions]
         write = "allow"
-        [authorization.shell]
+        [permissions.shell]
         "*" = "deny"
         "npm run dev" = "allow"
         "cargo *" = "allow"
@@ -349,8 +348,6 @@ def _abbreviate(resource: str) -> str:
 # asked about the directory the descriptor really is.
 _OPEN_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _ROOT_FLAGS: Final = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
-# Running out of these is the machine's trouble, never the caller's input nor a change.
-_OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 
 def _identity(st: os.stat_result) -> tuple[int, int]:
@@ -419,7 +416,7 @@ class WorkdirHandle:
                     and _identity(os.fstat(fd)) == self._identity
                 )
         except OSError as exc:
-            if exc.errno in _OUT_OF_RESOURCES:
+            if exc.errno in OUT_OF_RESOURCES:
                 raise  # not a change: the spawn fails for the machine's reason
             same = False
         except (ValueError, InvalidInput):
@@ -476,7 +473,7 @@ def open_workdir(path: str | None, *, root: str) -> WorkdirHandle:
     try:
         return _open_handle(requested, root_real)
     except OSError as exc:
-        if exc.errno in _OUT_OF_RESOURCES:
+        if exc.errno in OUT_OF_RESOURCES:
             raise  # the machine's trouble, not the caller's input: the spawn reports it
         reason = os.strerror(exc.errno) if exc.errno is not None else str(exc)
         raise InvalidInput("workdir", f"{reason}: {_display(requested)}") from None
@@ -529,7 +526,7 @@ def _found_beneath(fd: int, where: str, root: str, root_fd: int) -> bool:
     try:
         again = open_beneath(root_fd, relative)
     except OSError as exc:
-        if exc.errno in _OUT_OF_RESOURCES:
+        if exc.errno in OUT_OF_RESOURCES:
             raise
         return False
     try:

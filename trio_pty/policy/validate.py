@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
-from trio_pty.errors import InvalidInput
+from trio_pty.errors import InvalidInput, json_type_name
 from trio_pty.limits import Limits
 from trio_pty.policy.escapes import decode_escapes
 
@@ -45,23 +45,6 @@ _ENV_NAME = re.compile(ENV_NAME_PATTERN, re.ASCII)
 # -- helpers -----------------------------------------------------------------------------------
 
 
-def _type_name(value: object) -> str:
-    """Name a value's type the way a JSON client would think of it."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
-    return type(value).__name__
-
-
 def _short(text: str, limit: int = 40) -> str:
     """A bounded, printable rendering of untrusted text for an error message."""
     shown = text if len(text) <= limit else text[:limit] + "…"
@@ -75,7 +58,7 @@ def _text(field: str, value: object) -> tuple[str, int]:
     encoded, and NUL cannot cross execve or a C string, so both are refused here once.
     """
     if not isinstance(value, str):
-        raise InvalidInput(field, f"must be a string, got {_type_name(value)}")
+        raise InvalidInput(field, f"must be a string, got {json_type_name(value)}")
     _text_without_surrogates(field, value)
     size = len(value.encode("utf-8"))
     nul = value.find("\0")
@@ -117,7 +100,7 @@ def _number(value: float) -> str:
 def _int(field: str, value: object) -> int:
     """An integer that is not a bool (True is not a row count)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(field, f"must be an integer, got {_type_name(value)}")
+        raise InvalidInput(field, f"must be an integer, got {json_type_name(value)}")
     return value
 
 
@@ -154,7 +137,7 @@ def args(values: object, limits: Limits) -> list[str]:
     if values is None:
         return []
     if not isinstance(values, list | tuple):
-        raise InvalidInput("args", f"must be an array of strings, got {_type_name(values)}")
+        raise InvalidInput("args", f"must be an array of strings, got {json_type_name(values)}")
     if len(values) > limits.max_args:
         raise InvalidInput("args", f"at most {limits.max_args} items, got {len(values)}")
     checked: list[str] = []
@@ -206,7 +189,7 @@ def timeout(value: object, limits: Limits) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidInput("timeout", f"must be a number of seconds, got {_type_name(value)}")
+        raise InvalidInput("timeout", f"must be a number of seconds, got {json_type_name(value)}")
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidInput("timeout", f"must be a finite number of seconds, got {value}")
     bound = limits.max_timeout_seconds
@@ -223,14 +206,14 @@ def env(mapping: object, limits: Limits) -> dict[str, str] | None:
     if mapping is None:
         return None
     if not isinstance(mapping, Mapping):
-        raise InvalidInput("env", f"must be an object of strings, got {_type_name(mapping)}")
+        raise InvalidInput("env", f"must be an object of strings, got {json_type_name(mapping)}")
     if len(mapping) > limits.max_env_vars:
         raise InvalidInput("env", f"at most {limits.max_env_vars} variables, got {len(mapping)}")
     checked: dict[str, str] = {}
     total = 0
     for name, value in mapping.items():
         if not isinstance(name, str):
-            raise InvalidInput("env", f"variable names must be strings, got {_type_name(name)}")
+            raise InvalidInput("env", f"variable names must be strings, got {json_type_name(name)}")
         if len(name) > limits.max_env_name_bytes:
             # Checked before the pattern so that a huge name is never scanned or echoed.
             raise InvalidInput(
@@ -273,7 +256,7 @@ def read_window(offset: object, limit: object, limits: Limits) -> tuple[int, int
 def write_data(data: object, limits: Limits) -> bytes:
     """The bytes about to reach the terminal, counted after escape decoding."""
     if not isinstance(data, bytes):
-        raise InvalidInput("data", f"must be bytes, got {_type_name(data)}")
+        raise InvalidInput("data", f"must be bytes, got {json_type_name(data)}")
     if len(data) > limits.max_write_bytes:
         raise InvalidInput("data", f"at most {limits.max_write_bytes} bytes, got {len(data)}")
     return data

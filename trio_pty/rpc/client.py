@@ -1,22 +1,25 @@
 """The async client of `trio-pty serve`, used by the CLI, the benchmarks and the tests.
 
+    from trio_pty.wire import AttachParams, ReadParams, SpawnParams, WriteParams
+
     async with trio_pty.rpc.client.connect(url, token) as client:
-        info = await client.spawn("bash", ["-l"], description="a shell")
-        await client.write(info.id, "echo hi\\n")
-        page = await client.read(info.id)
-        async with client.attach(info.id) as attachment:
+        info = await client.request(SpawnParams(command="bash", args=["-l"], description="sh"))
+        await client.request(WriteParams(id=info.id, data="echo hi\\n"))
+        page = await client.request(ReadParams(id=info.id))
+        async with client.attach(AttachParams(id=info.id)) as attachment:
             async for chunk in attachment:       # OutputChunks, in order, then ends on exit
                 ...
 
-`call(method, params)` is the raw form; the typed helpers structure results into the
-library's records. A JSON-RPC error raises `RpcError` (with `code`, `kind`, `data`); a
-refused or failed connection raises `ConnectionFailed`; a connection that drops while a
-call waits raises `ConnectionLost`. Cancelling a call sends `$/cancelRequest` for it.
+`request(params)` sends the method of a params record of `trio_pty.wire` and returns its
+result record (typed: `SpawnParams` gives a `SessionInfo`); results are read leniently, so a
+newer server's extra fields do no harm. `call(method, params)` is the raw form. A JSON-RPC
+error raises `RpcError` (with `code`, `kind`, `data`); a refused or failed connection raises
+`ConnectionFailed`; a connection that drops while a call waits raises `ConnectionLost`.
+Cancelling a call sends `$/cancelRequest` for it.
 """
 
 from __future__ import annotations
 
-import base64
 import collections
 import itertools
 import logging
@@ -36,16 +39,27 @@ from trio_websocket import (
     wrap_client_stream,
 )
 
-from trio_pty.model import (
-    ExitEvent,
-    OutputChunk,
-    ReadPage,
-    SessionInfo,
-    Wait,
-    WriteResult,
+from trio_pty.errors import unwrap_group
+from trio_pty.model import ExitEvent, OutputChunk
+from trio_pty.wire import (
+    EXITED,
+    OUTPUT,
+    RECEIVE_BUFFER_BYTES,
+    AttachParams,
+    CancelParams,
+    DetachParams,
+    Notification,
+    NotificationSpec,
+    Params,
+    Response,
+    SessionOutput,
+    encode_notification,
+    encode_request,
+    parse_server_message,
+    spec_of,
+    structure_result,
+    unstructure_params,
 )
-from trio_pty.model import converter as model_converter
-from trio_pty.rpc import protocol
 
 __all__ = [
     "ClientAttachment",
@@ -58,7 +72,8 @@ __all__ = [
 
 log = logging.getLogger("trio_pty.client")
 
-T = TypeVar("T")
+R = TypeVar("R")
+N = TypeVar("N")
 
 DEFAULT_URL: Final = "ws://127.0.0.1:8765/rpc"
 _MAX_MESSAGE_BYTES: Final = 1 << 24  # responses carry up to max_raw_read_bytes, base64'd
@@ -99,16 +114,8 @@ class ConnectionLost(Exception):
 @attrs.define(eq=False)
 class _Pending:
     event: trio.Event = attrs.Factory(trio.Event)
-    response: protocol.Response | None = None
+    response: Response | None = None
     error: BaseException | None = None
-
-
-def _chunk(params: Mapping[str, Any]) -> OutputChunk:
-    return OutputChunk(
-        offset=int(params["offset"]),
-        data=base64.b64decode(params["data"]),
-        gap=bool(params.get("gap", False)),
-    )
 
 
 class ClientAttachment:
@@ -120,7 +127,7 @@ class ClientAttachment:
         self,
         session_id: str,
         first: OutputChunk,
-        receive: trio.MemoryReceiveChannel[protocol.Notification],
+        receive: trio.MemoryReceiveChannel[Notification],
     ) -> None:
         self.id = session_id
         self.first = first
@@ -150,12 +157,12 @@ class ClientAttachment:
             except (trio.EndOfChannel, trio.ClosedResourceError):
                 self._ended = True
                 raise ConnectionLost("connection closed during attach") from None
-            if message.method == "pty.output":
-                chunk = _chunk(message.params)
+            if message.method == OUTPUT.name:
+                chunk = structure_result(message.params, SessionOutput).chunk()
                 self.cursor = chunk.offset + len(chunk.data)
                 return chunk
-            if message.method == "pty.exited":
-                self.exit_event = model_converter.structure(message.params, ExitEvent)
+            if message.method == EXITED.name:
+                self.exit_event = structure_result(message.params, ExitEvent)
                 self._ended = True
                 raise StopAsyncIteration
 
@@ -173,8 +180,8 @@ class TrioPtyClient:
         self._ws = ws
         self._ids = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
-        self._attachments: dict[str, trio.MemorySendChannel[protocol.Notification]] = {}
-        self._notifications: collections.deque[protocol.Notification] = collections.deque(
+        self._attachments: dict[str, trio.MemorySendChannel[Notification]] = {}
+        self._notifications: collections.deque[Notification] = collections.deque(
             maxlen=notification_buffer
         )
         self._notified = trio.lowlevel.ParkingLot()
@@ -193,10 +200,10 @@ class TrioPtyClient:
         try:
             while True:
                 frame = await self._ws.get_message()
-                message = protocol.parse_server_message(frame)
-                if isinstance(message, protocol.Response):
+                message = parse_server_message(frame)
+                if isinstance(message, Response):
                     self._resolve(message)
-                elif isinstance(message, protocol.Notification):
+                elif isinstance(message, Notification):
                     await self._route(message)
                 else:
                     reason = ConnectionLost(f"malformed message from server: {message.reason}")
@@ -214,7 +221,7 @@ class TrioPtyClient:
         with trio.move_on_after(self._send_timeout):
             await self._ws.aclose()
 
-    def _resolve(self, response: protocol.Response) -> None:
+    def _resolve(self, response: Response) -> None:
         id = response.id
         pending = self._pending.get(id) if isinstance(id, int) else None
         if pending is None:
@@ -223,18 +230,18 @@ class TrioPtyClient:
         pending.response = response
         pending.event.set()
 
-    async def _route(self, message: protocol.Notification) -> None:
+    async def _route(self, message: Notification) -> None:
         session_id = message.params.get("id")
         channel = (
             self._attachments.get(session_id)
-            if isinstance(session_id, str) and message.method in ("pty.output", "pty.exited")
+            if isinstance(session_id, str) and message.method in (OUTPUT.name, EXITED.name)
             else None
         )
         if channel is not None:
             # Back-pressure: a slow consumer slows this reader (and the server's stream).
             with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 await channel.send(message)
-        if message.method == "pty.output":
+        if message.method == OUTPUT.name:
             return  # delivered to its attachment above, or nobody wants it any more
         if len(self._notifications) == self._notifications.maxlen:
             self.dropped_notifications += 1
@@ -260,9 +267,9 @@ class TrioPtyClient:
             scope.deadline = trio.current_time() + self._send_timeout
             try:
                 await self._ws.send_message(text)
-            except ConnectionClosed:
+            except ConnectionClosed as exc:
                 self._fail_all(ConnectionLost("connection closed"))
-                raise ConnectionLost("connection closed") from None
+                raise ConnectionLost("connection closed") from exc  # with the close reason
         if scope.cancelled_caught:
             self._fail_all(ConnectionLost("send timed out"))
             await self.aclose()
@@ -274,23 +281,34 @@ class TrioPtyClient:
             await self._ws.aclose()
         self._fail_all(ConnectionLost("client closed"))
 
-    # -- raw calls
+    # -- calls
+
+    async def request(self, params: Params[R]) -> R:
+        """Call the method of `params` (a `trio_pty.wire` params record); its result record.
+        Raises RpcError, ConnectionLost, or `wire.InvalidResult` for a result that does not
+        fit its record (a field missing or mistyped; extra fields are fine)."""
+        spec = spec_of(params)
+        result = await self.call(spec.name, unstructure_params(params))
+        return structure_result(result, spec.result)
+
+    async def notify(self, params: Params[Any]) -> None:
+        """Send the method of `params` as a notification (no response, not even an error)."""
+        await self._send(encode_notification(spec_of(params).name, unstructure_params(params)))
 
     async def call(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
-        """Send a request and wait for its result; raises RpcError or ConnectionLost."""
+        """The raw form: send a request and wait for its JSON result; raises RpcError or
+        ConnectionLost."""
         id = next(self._ids)
         pending = _Pending()
         self._pending[id] = pending
         try:
-            await self._send(protocol.encode_request(id, method, dict(params or {})))
+            await self._send(encode_request(id, method, dict(params or {})))
             try:
                 await pending.event.wait()
             except trio.Cancelled:
                 if self._closed is None and pending.response is None:
                     with trio.CancelScope(shield=True), trio.move_on_after(self._send_timeout):
-                        await self._send(
-                            protocol.encode_notification("$/cancelRequest", {"id": id})
-                        )
+                        await self.notify(CancelParams(id=id))
                 raise
         finally:
             del self._pending[id]
@@ -301,158 +319,34 @@ class TrioPtyClient:
             raise RpcError(error.code, error.message, error.data)
         return pending.response.result
 
-    async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
-        """Send a notification (no response)."""
-        await self._send(protocol.encode_notification(method, dict(params or {})))
-
-    async def next_notification(self, method: str | None = None) -> protocol.Notification:
-        """The oldest buffered notification (of `method`), waiting for one if needed.
-        Output of attachments is not buffered here (it goes to the attachment)."""
+    async def next_notification(self, spec: NotificationSpec[N]) -> N:
+        """The oldest buffered notification of `spec` (`wire.EXITED`), waiting for one if
+        needed. Output of attachments is not buffered here (it goes to the attachment)."""
         while True:
             for index, message in enumerate(self._notifications):
-                if method is None or message.method == method:
+                if message.method == spec.name:
                     del self._notifications[index]
-                    return message
+                    return structure_result(message.params, spec.params)
             if self._closed is not None:
                 raise ConnectionLost(str(self._closed))
             await self._notified.park()
 
-    # -- typed helpers
-
-    async def spawn(
-        self,
-        command: str,
-        args: Sequence[str] = (),
-        *,
-        description: str,
-        owner: str = "default",
-        workdir: str | None = None,
-        title: str | None = None,
-        notify_on_exit: bool = False,
-        timeout: float | None = None,
-        env: Mapping[str, str] | None = None,
-        rows: int = 24,
-        cols: int = 80,
-        ready: Wait | None = None,
-    ) -> SessionInfo:
-        params: dict[str, Any] = {
-            "command": command,
-            "args": list(args),
-            "description": description,
-            "owner": owner,
-            "notify_on_exit": notify_on_exit,
-            "rows": rows,
-            "cols": cols,
-        }
-        for key, value in (
-            ("workdir", workdir),
-            ("title", title),
-            ("timeout", timeout),
-            ("env", dict(env) if env is not None else None),
-            ("ready", _wait_json(ready)),
-        ):
-            if value is not None:
-                params[key] = value
-        return _structure(await self.call("pty.spawn", params), SessionInfo)
-
-    async def write(
-        self,
-        session_id: str,
-        data: str,
-        *,
-        owner: str = "default",
-        escapes: bool = False,
-        wait: Wait | None = None,
-    ) -> WriteResult:
-        params: dict[str, Any] = {"id": session_id, "data": data, "owner": owner}
-        if escapes:
-            params["escapes"] = True
-        if wait is not None:
-            params["wait"] = _wait_json(wait)
-        return _structure(await self.call("pty.write", params), WriteResult)
-
-    async def read(
-        self,
-        session_id: str,
-        *,
-        owner: str = "default",
-        offset: int = 0,
-        limit: int | None = None,
-        pattern: str | None = None,
-        ignore_case: bool = False,
-        wait: Wait | None = None,
-    ) -> ReadPage:
-        params: dict[str, Any] = {"id": session_id, "owner": owner, "offset": offset}
-        if limit is not None:
-            params["limit"] = limit
-        if pattern is not None:
-            params["pattern"] = pattern
-            params["ignore_case"] = ignore_case
-        if wait is not None:
-            params["wait"] = _wait_json(wait)
-        return _structure(await self.call("pty.read", params), ReadPage)
-
-    async def read_raw(
-        self,
-        session_id: str,
-        *,
-        owner: str = "default",
-        offset: int = 0,
-        limit: int | None = None,
-    ) -> OutputChunk:
-        params: dict[str, Any] = {"id": session_id, "owner": owner, "offset": offset}
-        if limit is not None:
-            params["limit"] = limit
-        return _chunk(await self.call("pty.read_raw", params))
-
-    async def list(self, *, owner: str = "default") -> list[SessionInfo]:
-        result = await self.call("pty.list", {"owner": owner})
-        return [_structure(item, SessionInfo) for item in result["sessions"]]
-
-    async def kill(
-        self, session_id: str, *, owner: str = "default", cleanup: bool = False
-    ) -> SessionInfo:
-        params = {"id": session_id, "owner": owner, "cleanup": cleanup}
-        return _structure(await self.call("pty.kill", params), SessionInfo)
-
-    async def resize(
-        self, session_id: str, *, rows: int, cols: int, owner: str = "default"
-    ) -> SessionInfo:
-        params = {"id": session_id, "owner": owner, "rows": rows, "cols": cols}
-        return _structure(await self.call("pty.resize", params), SessionInfo)
-
-    async def delete_owner(self, owner: str) -> int:
-        result = await self.call("owner.delete", {"owner": owner})
-        return int(result["removed"])
-
-    async def server_info(self) -> dict[str, Any]:
-        result: dict[str, Any] = await self.call("server.info")
-        return result
-
     @asynccontextmanager
     async def attach(
-        self,
-        session_id: str,
-        *,
-        owner: str = "default",
-        offset: int | None = None,
-        driver: bool = False,
-        buffer: int = 64,
+        self, params: AttachParams, *, buffer: int = 64
     ) -> AsyncIterator[ClientAttachment]:
         """Attach for the duration of the block; leaving it detaches. At most one
         attachment per session per client. `buffer` chunks are held before the client's
         reader waits for you (and the server's stream for this connection then lags)."""
+        session_id = params.id
         if session_id in self._attachments:
             raise ValueError(f"already attached to {session_id} on this connection")
-        send, receive = trio.open_memory_channel[protocol.Notification](buffer)
+        send, receive = trio.open_memory_channel[Notification](buffer)
         self._attachments[session_id] = send
         attachment: ClientAttachment | None = None
         try:
-            params: dict[str, Any] = {"id": session_id, "owner": owner, "driver": driver}
-            if offset is not None:
-                params["offset"] = offset
-            result = await self.call("pty.attach", params)
-            attachment = ClientAttachment(session_id, _chunk(result), receive)
+            first = await self.request(params)
+            attachment = ClientAttachment(session_id, first.chunk(), receive)
             yield attachment
         finally:
             if self._attachments.get(session_id) is send:
@@ -465,23 +359,7 @@ class TrioPtyClient:
                     trio.move_on_after(self._send_timeout),
                     suppress(RpcError, ConnectionLost),
                 ):
-                    await self.call("pty.detach", {"id": session_id, "owner": owner})
-
-
-def _wait_json(wait: Wait | None) -> dict[str, Any] | None:
-    if wait is None:
-        return None
-    return {k: v for k, v in model_converter.unstructure(wait).items() if v is not None}
-
-
-def _structure(value: Any, cls: type[T]) -> T:
-    return model_converter.structure(value, cls)
-
-
-def _single(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
+                    await self.request(DetachParams(id=session_id, owner=params.owner))
 
 
 def _describe(exc: BaseException) -> str:
@@ -527,43 +405,40 @@ async def connect(
     client: TrioPtyClient | None = None
     stream: trio.SocketStream | trio.SSLStream[trio.SocketStream] | None = None
     try:
-        async with trio.open_nursery() as nursery:
-            with trio.fail_after(connect_timeout):
-                stream = await trio.open_tcp_stream(host, port)
-                if parts.scheme == "wss":
-                    stream = trio.SSLStream(
+        with unwrap_group():
+            async with trio.open_nursery() as nursery:
+                with trio.fail_after(connect_timeout):
+                    stream = await trio.open_tcp_stream(host, port)
+                    if parts.scheme == "wss":
+                        stream = trio.SSLStream(
+                            stream,
+                            ssl.create_default_context(),
+                            server_hostname=host,
+                            https_compatible=True,
+                        )
+                    ws = await wrap_client_stream(
+                        nursery,
                         stream,
-                        ssl.create_default_context(),
-                        server_hostname=host,
-                        https_compatible=True,
+                        host_header,
+                        resource,
+                        extra_headers=extra,
+                        max_message_size=max_message_size,
+                        receive_buffer_size=RECEIVE_BUFFER_BYTES,
                     )
-                ws = await wrap_client_stream(
-                    nursery,
-                    stream,
-                    host_header,
-                    resource,
-                    extra_headers=extra,
-                    max_message_size=max_message_size,
-                    receive_buffer_size=protocol.RECEIVE_BUFFER_BYTES,
+                client = TrioPtyClient(
+                    ws, notification_buffer=notification_buffer, send_timeout=send_timeout
                 )
-            client = TrioPtyClient(
-                ws, notification_buffer=notification_buffer, send_timeout=send_timeout
-            )
-            nursery.start_soon(client._reader)
-            try:
-                yield client
-            finally:
-                await client.aclose()
-                nursery.cancel_scope.cancel()
-    except BaseException as raised:
-        exc = _single(raised)
-        if client is None:
-            failure = _connection_failure(exc, url)
-            if failure is not None:
-                raise failure from None
-        if exc is raised:
-            raise
-        raise exc from None
+                nursery.start_soon(client._reader)
+                try:
+                    yield client
+                finally:
+                    await client.aclose()
+                    nursery.cancel_scope.cancel()
+    except BaseException as exc:
+        failure = _connection_failure(exc, url) if client is None else None
+        if failure is not None:
+            raise failure from exc
+        raise
     finally:
         if stream is not None:
             await trio.aclose_forcefully(stream)

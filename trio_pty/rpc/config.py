@@ -13,8 +13,7 @@ import attrs
 from trio_pty.limits import Limits
 from trio_pty.policy.authorize import RulesAuthorizer
 from trio_pty.policy.environment import EnvMode
-from trio_pty.rpc import protocol
-from trio_pty.rpc.methods import structure
+from trio_pty.wire import InvalidParams, structure_request
 
 __all__ = ["ConfigError", "ServeConfig", "load_config", "parse_config"]
 
@@ -82,8 +81,8 @@ def parse_config(data: Mapping[str, Any], *, source: str = "config") -> ServeCon
         if not isinstance(table, dict):
             raise ConfigError(f"{source}: [limits] must be a table")
         try:
-            fields["limits"] = structure(table, Limits)
-        except protocol.InvalidParams as exc:
+            fields["limits"] = structure_request(table, Limits)
+        except InvalidParams as exc:
             raise ConfigError(f"{source}: [limits] {exc.message}") from None
     if "root" in data:
         root = data["root"]

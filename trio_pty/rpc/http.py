@@ -1,12 +1,13 @@
 """The HTTP front of `trio-pty serve`: one port, two kinds of request.
 
-Every accepted connection starts here. The request head is read with h11, bounded in size
-(`Limits.max_http_head_bytes`) and in time (`Limits.io_timeout`), and then:
+Every accepted connection starts here. The request head is read once, with h11, bounded in
+size (`Limits.max_http_head_bytes`) and in time (`Limits.io_timeout`), and then:
 
-- a WebSocket upgrade request (`Upgrade: websocket`, whatever its path) is handed to the
-  JSON-RPC server (`RpcServer.handle_stream`) on the same connection, wrapped in a
-  `ReplayStream` that first gives back the bytes already read, so trio-websocket parses the
-  original request. Every handshake check (Host, Origin, path, token) happens there, as before.
+- a WebSocket upgrade request (`Upgrade: websocket`, whatever its path) is decided here, on
+  that parsed request (`Endpoint.admit`: capacity, then Host, Origin, path, token, see
+  `handshake.check_handshake`). A refusal is answered here; an admitted connection is handed
+  to the JSON-RPC endpoint wrapped in a `ReplayStream` that first gives back the bytes already
+  read, so trio-websocket can complete the WebSocket handshake from the original request.
 - any other request is plain HTTP, answered here and then closed (one request per connection):
   the monitor page and its static files for `GET` (no token needed: they hold no secret; the
   page asks for the token and uses it on `/rpc`), 404 for an unknown path, 405 for any method
@@ -15,8 +16,10 @@ Every accepted connection starts here. The request head is read with h11, bounde
   malformed request (bad request line, no Host, absolute or `*` target), 431 for a head over
   `max_http_head_bytes`, 408 when the head does not arrive within `io_timeout`.
 
-Static files only: the site is a fixed map from URL path to bytes read once at start-up (no
-file system access per request, no templates, no directory listing, no path to traverse).
+Every response is written by h11, so its framing (`Content-Length`, a HEAD's missing body)
+is never counted by hand. Static files only: the site is a fixed map from URL path to bytes
+read once at start-up (no file system access per request, no templates, no directory
+listing, no path to traverse).
 Every response carries `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer`,
 `X-Frame-Options: DENY`, `Cache-Control: no-store` and a Content-Security-Policy: the page's
 own (`page_csp`) on the HTML, `default-src 'none'` on everything else.
@@ -27,27 +30,33 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
-from typing import Final
+from typing import Final, Protocol
 
 import attrs
 import h11
 import trio
 
 from trio_pty.limits import Limits
+from trio_pty.rpc.handshake import Rejection
 
 __all__ = [
+    "BUSY",
+    "Endpoint",
     "HttpFront",
     "ReplayStream",
     "Site",
     "StaticFile",
+    "Upgrade",
+    "header_value",
     "page_csp",
+    "rejection_answer",
     "socket_stream",
 ]
 
 log = logging.getLogger("trio_pty.http")
 
-# The largest request head read (request line and headers). An upgrade request with its token
-# is well under 2 KiB; a browser's GET with cookies for "localhost" may be a few KiB.
+# How much is read at a time while the head arrives. An upgrade request with its token is well
+# under 2 KiB; a browser's GET with cookies for "localhost" may be a few KiB.
 _RECEIVE_BYTES: Final = 4096
 _DRAIN_BYTES: Final = 65_536
 _BUSY_LINGER: Final = 0.5  # seconds a refused connection is given to close first
@@ -56,6 +65,7 @@ _REASONS: Final = {
     200: "OK",
     302: "Found",
     400: "Bad Request",
+    401: "Unauthorized",
     403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
@@ -167,52 +177,87 @@ class ReplayStream(trio.abc.HalfCloseableStream):
         await self.transport_stream.aclose()
 
 
-def _response(
-    status: int,
-    headers: list[tuple[str, str]] | None = None,
-    body: bytes = b"",
-    *,
-    content_type: str = "text/plain; charset=utf-8",
-    csp: str = _PLAIN_CSP,
-) -> bytes:
-    lines = [f"HTTP/1.1 {status} {_REASONS[status]}"]
-    if body:
-        lines.append(f"Content-Type: {content_type}")
-    lines.append(f"Content-Length: {len(body)}")
-    lines.append(f"Content-Security-Policy: {csp}")
-    lines.extend(f"{name}: {value}" for name, value in _COMMON_HEADERS)
-    lines.extend(f"{name}: {value}" for name, value in headers or ())
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+@attrs.frozen
+class _Answer:
+    """A response to write through h11 (which counts the body and frames it)."""
+
+    status: int
+    body: bytes = b""
+    headers: tuple[tuple[str, str], ...] = ()
+    content_type: str = "text/plain; charset=utf-8"
+    csp: str = _PLAIN_CSP
 
 
-def _error(status: int, reason: str, headers: list[tuple[str, str]] | None = None) -> bytes:
-    return _response(status, headers, f"{status} {reason}\n".encode())
+def _error(status: int, reason: str, headers: tuple[tuple[str, str], ...] = ()) -> _Answer:
+    return _Answer(status, f"{status} {reason}\n".encode(), headers)
 
 
-_BUSY: Final = _error(503, "too many connections (try later)")
+#: The one answer to a connection over a bound (waiting heads, or open RPC connections).
+BUSY: Final = _error(503, "too many connections (try later)")
+
+
+def rejection_answer(rejection: Rejection) -> _Answer:
+    """The answer to an upgrade request refused at the handshake."""
+    challenge = (("WWW-Authenticate", "Bearer"),) if rejection.status == 401 else ()
+    return _error(rejection.status, rejection.reason, challenge)
+
+
+def _render(answer: _Answer, connection: h11.Connection, *, head_only: bool = False) -> bytes:
+    """The answer's bytes, written by h11 on the connection that read the request (so a HEAD
+    gets the head only), or on a fresh one when there was no request."""
+    headers = [("Content-Length", str(len(answer.body)))]
+    if answer.body:
+        headers.append(("Content-Type", answer.content_type))
+    headers += [("Content-Security-Policy", answer.csp), *_COMMON_HEADERS, *answer.headers]
+    response = h11.Response(
+        status_code=answer.status, reason=_REASONS[answer.status].encode(), headers=headers
+    )
+    data = connection.send(response) or b""
+    if answer.body and not head_only:
+        data += connection.send(h11.Data(data=answer.body)) or b""
+    return data + (connection.send(h11.EndOfMessage()) or b"")
+
+
+@attrs.frozen
+class _Head:
+    """What was read of one connection: its h11 state, the request (None when the client
+    closed before sending one), the head's bytes and any bytes read after the head."""
+
+    connection: h11.Connection
+    request: h11.Request | None = None
+    head: bytes = b""
+    rest: bytes = b""
+
 
 Upgrade = Callable[[trio.abc.Stream], Awaitable[None]]
-HostCheck = Callable[[str, str | None], bool]
+
+
+class Endpoint(Protocol):
+    """The JSON-RPC side, as the front sees it (`RpcServer`)."""
+
+    def hosts(self, local_host: str | None) -> frozenset[str]:
+        """The Host values that name this server for a client connected to `local_host`."""
+        ...
+
+    def admit(
+        self, request: h11.Request, *, local_host: str | None, peer: str | None
+    ) -> Rejection | Upgrade:
+        """Decide on an upgrade request: refuse it, or take a connection slot and return
+        what serves the connection (given the stream, the request's bytes replayed)."""
+        ...
 
 
 class HttpFront:
-    """Reads each connection's request head and either serves it or hands it to `upgrade`.
+    """Reads each connection's request head and answers it, or hands an upgrade request the
+    endpoint admits over to it.
 
-    `host_ok(host, local_host)` says whether a Host header value names this server (the same
-    rule as the RPC handshake); `site` is the page, or None for none (`--no-ui`: every path
-    but `/rpc` is 404). `stop()` drops the connections still being read or answered."""
+    `site` is the page, or None for none (`--no-ui`: every path but `/rpc` is 404).
+    `stop()` drops the connections still being read or answered."""
 
     def __init__(
-        self,
-        *,
-        upgrade: Upgrade,
-        host_ok: HostCheck,
-        limits: Limits,
-        site: Site | None,
-        rpc_path: str,
+        self, *, endpoint: Endpoint, limits: Limits, site: Site | None, rpc_path: str
     ) -> None:
-        self._upgrade = upgrade
-        self._host_ok = host_ok
+        self._endpoint = endpoint
         self._limits = limits
         self.site = site
         self._rpc_path = rpc_path
@@ -235,7 +280,7 @@ class HttpFront:
         try:
             if self._stopping or len(self._scopes) >= self._limits.max_connections:
                 log.warning("http: refusing a connection: %d requests pending", self.pending)
-                await self._send(stream, _BUSY)
+                await self._send(stream, _render(BUSY, h11.Connection(h11.SERVER)))
                 await self._linger(stream, _BUSY_LINGER)
                 return
             scope = trio.CancelScope()
@@ -255,28 +300,32 @@ class HttpFront:
 
     async def _serve(self, stream: trio.abc.Stream, scope: trio.CancelScope) -> bool:
         """Read the head; answer it, or hand the connection over (returns True then)."""
-        request = await self._read_head(stream)
-        if isinstance(request, bytes):
-            response = request
-        elif request is None:
+        head = await self._read_head(stream)
+        if isinstance(head, bytes):
+            response = head
+        elif head.request is None:
             return False  # closed before a request
-        elif _is_upgrade(request[0]):
-            self._scopes.discard(scope)  # from here on the RPC server owns the connection
-            await self._upgrade(ReplayStream(stream, request[1], request[2]))
-            return True
         else:
-            response = self._answer(request[0], _local_host(stream))
-            if request[0].method == b"HEAD":  # the head only, as HTTP wants for HEAD
-                response = response.partition(b"\r\n\r\n")[0] + b"\r\n\r\n"
+            request = head.request
+            local_host, peer = _endpoints(stream)
+            if _is_upgrade(request):
+                admitted = self._endpoint.admit(request, local_host=local_host, peer=peer)
+                if not isinstance(admitted, Rejection):
+                    self._scopes.discard(scope)  # from here on the endpoint owns it
+                    await admitted(ReplayStream(stream, head.head, head.rest))
+                    return True
+                who = peer or "a client"
+                log.warning("refused %s: %d %s", who, admitted.status, admitted.reason)
+                answer = rejection_answer(admitted)
+            else:
+                answer = self._answer(request, local_host)
+            response = _render(answer, head.connection, head_only=request.method == b"HEAD")
         await self._send(stream, response)
         await self._linger(stream)
         return False
 
-    async def _read_head(
-        self, stream: trio.abc.Stream
-    ) -> tuple[h11.Request, bytes, bytes] | bytes | None:
-        """The request, its head's bytes and any bytes read after the head; or the error
-        response to send; or None when the client closed before sending a request."""
+    async def _read_head(self, stream: trio.abc.Stream) -> _Head | bytes:
+        """The head of the connection's request, or the error response to send."""
         connection = h11.Connection(
             h11.SERVER, max_incomplete_event_size=self._limits.max_http_head_bytes
         )
@@ -290,41 +339,41 @@ class HttpFront:
                     connection.receive_data(bytes(data))
             except h11.RemoteProtocolError as exc:
                 status = exc.error_status_hint if exc.error_status_hint in _REASONS else 400
-                return _error(status, "malformed request")
+                return _render(_error(status, "malformed request"), connection)
         if timer.cancelled_caught:
-            return _error(408, "the request head did not arrive in time")
+            return _render(_error(408, "the request head did not arrive in time"), connection)
         if not isinstance(event, h11.Request):
-            return None
+            return _Head(connection)
         head = len(received) - len(connection.trailing_data[0])
         if head > self._limits.max_http_head_bytes:
             # h11 bounds a head still arriving; this bounds one that arrived whole.
-            return _error(431, "request head too large")
+            return _render(_error(431, "request head too large"), connection)
         if event.http_version not in (b"1.0", b"1.1"):
-            return _error(400, "unsupported HTTP version")
-        return event, bytes(received[:head]), bytes(received[head:])
+            return _render(_error(400, "unsupported HTTP version"), connection)
+        return _Head(connection, event, bytes(received[:head]), bytes(received[head:]))
 
-    def _answer(self, request: h11.Request, local_host: str | None) -> bytes:
+    def _answer(self, request: h11.Request, local_host: str | None) -> _Answer:
         target = request.target.decode("latin-1")
         if not target.startswith("/"):
             return _error(400, "the target must be a path")
-        host = _header(request, b"host")
-        if host is None or not self._host_ok(host, local_host):
+        host = header_value(request, b"host")
+        if host is None or host.lower() not in self._endpoint.hosts(local_host):
             return _error(403, "Host not allowed (DNS rebinding defence)")
         if request.method != b"GET":
-            return _error(405, "only GET is served here", [("Allow", "GET")])
+            return _error(405, "only GET is served here", (("Allow", "GET"),))
         path = target.partition("?")[0].partition("#")[0]
         if path == self._rpc_path:
-            return _error(426, "this is the WebSocket endpoint", [("Upgrade", "websocket")])
+            return _error(426, "this is the WebSocket endpoint", (("Upgrade", "websocket"),))
         site = self.site
         if site is None:
             return _error(404, "not found (the monitor page is turned off)")
         file = site.files.get(path)
         if file is not None:
             csp = page_csp(site, host.lower()) if path in site.html_paths else _PLAIN_CSP
-            return _response(200, body=file.body, content_type=file.content_type, csp=csp)
+            return _Answer(200, file.body, content_type=file.content_type, csp=csp)
         location = site.redirects.get(path)
         if location is not None:
-            return _response(302, [("Location", location)])
+            return _Answer(302, headers=(("Location", location),))
         return _error(404, "not found")
 
     async def _send(self, stream: trio.abc.Stream, data: bytes) -> None:
@@ -350,18 +399,21 @@ class HttpFront:
                     drained += len(data)
 
 
-def _local_host(stream: trio.abc.Stream) -> str | None:
-    """The address the client connected to (an accepted Host value), when known."""
+def _endpoints(stream: trio.abc.Stream) -> tuple[str | None, str | None]:
+    """The address the client connected to (an accepted Host value) and the client's
+    `host:port`, when known."""
     sock = socket_stream(stream)
     if sock is None:
-        return None
+        return None, None
     try:
-        return str(sock.socket.getsockname()[0])
-    except OSError:
-        return None
+        local, remote = sock.socket.getsockname(), sock.socket.getpeername()
+    except OSError:  # the peer may be gone already
+        return None, None
+    return str(local[0]), f"{remote[0]}:{remote[1]}"
 
 
-def _header(request: h11.Request, name: bytes) -> str | None:
+def header_value(request: h11.Request, name: bytes) -> str | None:
+    """The value of a header that must appear once (None when absent or repeated)."""
     values = [value for key, value in request.headers if key == name]
     if len(values) != 1:
         return None

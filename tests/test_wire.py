@@ -1,4 +1,5 @@
-"""The sans-io JSON-RPC layer: hostile frames, stable error codes, strict params.
+"""The wire layer: hostile frames, stable error codes, strict params, lenient results, and
+the method records.
 
 Everything here is pure, so the properties run without sockets or an event loop.
 """
@@ -10,6 +11,7 @@ import base64
 import json
 import math
 import pathlib
+import types
 import typing
 from typing import Any
 
@@ -18,11 +20,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trio_pty import errors
+import trio_pty
+import trio_pty.wire
+from trio_pty import errors, wire
 from trio_pty.model import OutputChunk
-from trio_pty.rpc import protocol
-from trio_pty.rpc.methods import chunk_json, output_notification
-from trio_pty.rpc.protocol import (
+from trio_pty.wire import (
     APPLICATION_ERROR_CODES,
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -40,15 +42,15 @@ from trio_pty.rpc.protocol import (
     Request,
     Response,
     encode_error,
+    encode_error_object,
     encode_notification,
     encode_request,
     encode_result,
     error_for_exception,
-    make_converter,
     parse_message,
     parse_server_message,
-    structure_params,
 )
+from trio_pty.wire.convert import make_converter, structure_params
 
 # --------------------------------------------------------------------------------------------
 # Helpers and strategies
@@ -230,7 +232,7 @@ def test_error_for_exception(exc: errors.PtyError) -> None:
     assert error.code == APPLICATION_ERROR_CODES[exc.kind]
     assert error.message == exc.message
     assert error.data == {"kind": exc.kind, **exc.details()}
-    obj = assert_valid_response(error.encode("r1"))
+    obj = assert_valid_response(encode_error_object("r1", error))
     assert obj["id"] == "r1"
     assert obj["error"] == {"code": error.code, "message": exc.message, "data": error.data}
 
@@ -259,12 +261,9 @@ def test_encode_result_refuses_non_json() -> None:
 
 
 def test_error_helpers() -> None:
-    assert protocol.method_not_found("pty.spwn") == ErrorObject(
-        -32601, "Method not found: pty.spwn"
-    )
-    assert protocol.internal_error().code == -32603
-    assert protocol.request_cancelled().code == -32800
-    assert ErrorObject(1, "m").to_json() == {"code": 1, "message": "m"}
+    assert wire.method_not_found("pty.spwn") == ErrorObject(-32601, "Method not found: pty.spwn")
+    assert wire.internal_error().code == -32603
+    assert wire.request_cancelled().code == -32800
 
 
 # --------------------------------------------------------------------------------------------
@@ -621,8 +620,8 @@ def test_output_notification_is_the_generic_encoding(
 ) -> None:
     """The hand-built pty.output frame is byte for byte what the JSON encoder writes."""
     chunk = OutputChunk(offset=offset, data=data, gap=gap)
-    frame = output_notification(session_id, chunk)
-    assert frame == encode_notification("pty.output", chunk_json(session_id, chunk))
+    frame = wire.output_frame(session_id, chunk)
+    assert frame == wire.notification_frame(wire.OUTPUT, wire.SessionOutput.of(session_id, chunk))
     params = json.loads(frame)["params"]
     assert base64.b64decode(params["data"]) == data
     assert params["next_offset"] == offset + len(data)
@@ -709,7 +708,7 @@ def test_bad_params_name_the_field(params: dict[str, Any], message: str) -> None
     error = exc.to_error()
     assert error.code == INVALID_PARAMS
     assert error.message == f"Invalid params: {message}"
-    assert_valid_response(error.encode(1))
+    assert_valid_response(encode_error_object(1, error))
 
 
 def test_every_problem_is_reported() -> None:
@@ -805,7 +804,7 @@ def test_arbitrary_params_only_ever_raise_invalid_params(params: dict[str, Any])
             structure_params(CONVERTER, params, cls)
         except InvalidParams as exc:
             assert exc.message
-            assert_valid_response(exc.to_error().encode(1))
+            assert_valid_response(encode_error_object(1, exc.to_error()))
 
 
 @given(
@@ -826,16 +825,137 @@ def test_well_typed_params_always_structure(params: dict[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# The method records
+
+
+def _typed(tp: Any) -> st.SearchStrategy[Any]:
+    """Values of a params field's type (as JSON can carry them: finite floats)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return st.one_of(*(_typed(arg) for arg in args))
+    if tp is type(None):
+        return st.none()
+    if tp is bool:
+        return st.booleans()
+    if tp is int:
+        return st.integers(-(2**63), 2**63)
+    if tp is float:
+        return st.floats(allow_nan=False, allow_infinity=False)
+    if tp is str:
+        return st.text(max_size=8)
+    if origin is list:
+        return st.lists(_typed(args[0]), max_size=3)
+    if origin is dict:
+        return st.dictionaries(_typed(args[0]), _typed(args[1]), max_size=3)
+    assert attrs.has(tp), tp
+    return _records(tp)
+
+
+def _records(cls: type[Any]) -> st.SearchStrategy[Any]:
+    hints = typing.get_type_hints(cls)
+    return st.builds(cls, **{f.name: _typed(hints[f.name]) for f in attrs.fields(cls)})
+
+
+ALL_SPECS = [*wire.METHODS.values(), wire.CANCEL]
+
+
+@given(data=st.data())
+def test_params_go_out_and_come_back_unchanged(data: Any) -> None:
+    """For every method: what the client sends (defaults left out, through JSON) is what the
+    server gets."""
+    spec = data.draw(st.sampled_from(ALL_SPECS))
+    params = data.draw(_records(spec.params))
+    assert wire.spec_of(params) is spec
+    sent = wire.unstructure_params(params)
+    assert all(
+        name not in sent
+        for name, field in attrs.fields_dict(spec.params).items()
+        if field.default is not attrs.NOTHING
+        and not isinstance(field.default, attrs.Factory)  # type: ignore[arg-type]
+        and getattr(params, name) == field.default
+    )
+    assert wire.structure_request(json.loads(wire.dumps(sent)), spec.params) == params
+
+
+def test_every_method_is_declared_once_with_its_result() -> None:
+    assert wire.CANCEL.name not in wire.METHODS
+    assert len({spec.params for spec in ALL_SPECS}) == len(ALL_SPECS)
+    with pytest.raises(TypeError, match="must subclass Params"):
+        wire.MethodSpec("pty.spawn", wire.SpawnParams, wire.SessionList)
+
+
+def test_results_are_read_leniently() -> None:
+    """A newer server may add fields: an older client ignores them (but not a missing one)."""
+    info = wire.ServerInfo(
+        version="1",
+        uptime=1.5,
+        limits=trio_pty.Limits(),
+        counts=wire.ServerCounts(
+            sessions=0, by_status={}, owners=0, connections=1, requests_in_flight=1, queued_chars=0
+        ),
+        environment=wire.ServerEnvironment(mode="inherit", deny={"names": ["X"]}),
+        allowed_origins=[],
+    )
+    sent = json.loads(wire.dumps(wire.unstructure_result(info)))
+    assert wire.structure_result(sent, wire.ServerInfo) == info
+    newer = {**sent, "colour": "red", "counts": {**sent["counts"], "zombies": 2}}
+    newer["limits"]["max_widgets"] = 3
+    assert wire.structure_result(newer, wire.ServerInfo) == info
+    del newer["version"]
+    with pytest.raises(wire.InvalidResult):
+        wire.structure_result(newer, wire.ServerInfo)
+    # Requests stay strict.
+    with pytest.raises(InvalidParams, match="unknown field: colour"):
+        wire.structure_request({"colour": "red"}, wire.ServerInfoParams)
+
+
+@given(offset=st.integers(0, 2**53), data=st.binary(max_size=64), gap=st.booleans())
+def test_output_travels_as_base64(offset: int, data: bytes, gap: bool) -> None:
+    chunk = OutputChunk(offset=offset, data=data, gap=gap)
+    raw = wire.unstructure_result(wire.RawOutput.of(chunk))
+    assert raw == {
+        "offset": offset,
+        "data": base64.b64encode(data).decode(),
+        "gap": gap,
+        "next_offset": offset + len(data),
+    }
+    back = wire.structure_result(json.loads(wire.dumps(raw)), wire.RawOutput)
+    assert (back.offset, back.data, back.gap) == (offset, data, gap)
+
+
+def test_the_exit_notification_names_itself() -> None:
+    event = trio_pty.ExitEvent(
+        id="pty_1",
+        owner="o",
+        description="d",
+        exit_code=0,
+        exit_signal=None,
+        timeout_seconds=None,
+        timed_out=False,
+        output_lines=1,
+        last_line="",
+    )
+    frame = json.loads(wire.notification_frame(wire.EXITED, event))
+    assert frame["method"] == frame["params"]["type"] == "pty.exited"
+
+
+# --------------------------------------------------------------------------------------------
 # House rules
 
 
-def test_protocol_does_not_import_trio() -> None:
-    source = pathlib.Path(protocol.__file__).read_text()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            names = [node.module or ""]
-        else:
-            continue
-        assert not any(name == "trio" or name.startswith("trio.") for name in names)
+_ALLOWED_IMPORTS = ("trio_pty.wire", "trio_pty.model", "trio_pty.errors", "trio_pty.limits")
+
+
+def test_the_wire_imports_neither_trio_nor_the_layers_above() -> None:
+    for path in pathlib.Path(trio_pty.wire.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                assert name != "trio" and not name.startswith("trio."), (path, name)
+                if name.startswith("trio_pty"):
+                    assert name.startswith(_ALLOWED_IMPORTS), (path, name)

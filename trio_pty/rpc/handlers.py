@@ -1,0 +1,148 @@
+"""What each method does: one line per method, from its wire record to the manager.
+
+A method whose params are the keywords of the manager method of the same purpose (the wire's
+`id` being the manager's `session_id`) is served by `call_manager(Manager.<method>)`: a new
+parameter then touches the params record and its use in the manager, nothing here. The
+others have a short handler of their own. Values are range-checked by the manager itself
+(`policy.validate`), which raises `InvalidInput` (-32008).
+
+What a handler needs from the connection it runs on (attachments, the server's counters)
+comes through `Context`, so this module holds no connection state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Generic, Protocol, TypeVar, cast
+
+import attrs
+
+from trio_pty.manager import Manager
+from trio_pty.wire import (
+    ATTACH,
+    DEFAULT_OWNER,
+    DETACH,
+    KILL,
+    LIST,
+    OWNER_DELETE,
+    READ,
+    READ_RAW,
+    RESIZE,
+    SERVER_INFO,
+    SPAWN,
+    WRITE,
+    AttachParams,
+    DetachParams,
+    DetachResult,
+    InvalidParams,
+    ListParams,
+    MethodSpec,
+    OwnerDeleteParams,
+    OwnerDeleteResult,
+    ParamProblem,
+    Params,
+    RawOutput,
+    ReadRawParams,
+    ServerInfo,
+    ServerInfoParams,
+    SessionList,
+    SessionOutput,
+)
+
+__all__ = ["HANDLERS", "Context", "Route", "call_manager"]
+
+P = TypeVar("P", bound=Params[Any])
+R = TypeVar("R")
+
+
+class Context(Protocol):
+    """What a handler may ask of the connection it runs on."""
+
+    @property
+    def manager(self) -> Manager: ...
+
+    async def attach(self, params: AttachParams) -> SessionOutput:
+        """Start streaming a session's output on this connection; the first chunk."""
+        ...
+
+    async def detach(self, session_id: str) -> bool:
+        """Stop streaming; False when this connection was not attached."""
+        ...
+
+    def server_info(self) -> ServerInfo: ...
+
+
+Handler = Callable[[Context, P], Awaitable[R]]
+
+
+@attrs.frozen
+class Route(Generic[P, R]):
+    """A method and its handler (type-checked against each other)."""
+
+    spec: MethodSpec[P, R]
+    handler: Handler[P, R]
+
+
+def call_manager(method: Callable[..., Awaitable[R]]) -> Handler[Params[R], R]:
+    """A handler calling `method` on the manager with the params' fields as keywords (the
+    wire's `id` is the manager's `session_id`)."""
+
+    async def handler(ctx: Context, params: Params[R]) -> R:
+        fields = attrs.asdict(cast(attrs.AttrsInstance, params), recurse=False)
+        if "id" in fields:
+            fields["session_id"] = fields.pop("id")
+        return await method(ctx.manager, **fields)
+
+    return handler
+
+
+async def _read_raw(ctx: Context, p: ReadRawParams) -> RawOutput:
+    chunk = await ctx.manager.read_raw(p.id, owner=p.owner, offset=p.offset, limit=p.limit)
+    return RawOutput.of(chunk)
+
+
+async def _list(ctx: Context, p: ListParams) -> SessionList:
+    if p.all_owners:
+        # Every owner's sessions (the monitor page's view). Owners are namespaces, not a
+        # security boundary: the token already lets its holder name any owner.
+        if p.owner is not None:
+            problem = ParamProblem("all_owners", "cannot be combined with owner")
+            raise InvalidParams(str(problem), [problem])
+        return SessionList(sessions=ctx.manager.list_all())
+    return SessionList(sessions=ctx.manager.list(DEFAULT_OWNER if p.owner is None else p.owner))
+
+
+async def _attach(ctx: Context, p: AttachParams) -> SessionOutput:
+    return await ctx.attach(p)
+
+
+async def _detach(ctx: Context, p: DetachParams) -> DetachResult:
+    ctx.manager.get(p.id, owner=p.owner)  # another owner's session does not exist
+    return DetachResult(id=p.id, detached=await ctx.detach(p.id))
+
+
+async def _owner_delete(ctx: Context, p: OwnerDeleteParams) -> OwnerDeleteResult:
+    return OwnerDeleteResult(owner=p.owner, removed=await ctx.manager.delete_owner(p.owner))
+
+
+async def _server_info(ctx: Context, p: ServerInfoParams) -> ServerInfo:
+    return ctx.server_info()
+
+
+#: Method name -> route; exactly the methods of `trio_pty.wire.METHODS`.
+HANDLERS: Final[dict[str, Route[Any, Any]]] = {
+    route.spec.name: route
+    for route in (
+        Route(SPAWN, call_manager(Manager.spawn)),
+        Route(WRITE, call_manager(Manager.write)),
+        Route(READ, call_manager(Manager.read)),
+        Route(READ_RAW, _read_raw),
+        Route(LIST, _list),
+        Route(KILL, call_manager(Manager.kill)),
+        Route(RESIZE, call_manager(Manager.resize)),
+        Route(ATTACH, _attach),
+        Route(DETACH, _detach),
+        Route(OWNER_DELETE, _owner_delete),
+        Route(SERVER_INFO, _server_info),
+    )
+}

@@ -1,0 +1,384 @@
+"""Every method and notification of the protocol: its name, its params record, its result.
+
+This is the one declaration of the JSON-RPC API. The server structures each request into the
+method's params record (strictly: `convert.structure_request`) and sends its result record
+back; the Python client sends the same records and gets the result typed:
+
+    info: SessionInfo = await client.request(SpawnParams(command="bash", description="sh"))
+
+A params record subclasses `Params[R]`, R being its result type (for type checkers), and one
+`MethodSpec` line ties the method name, the params record and the result record together
+(checked at import: the spec's result must be the record's R). Field names are the JSON
+member names; a field with a default is optional on the wire. Results that the library
+itself returns are the records of `trio_pty.model`; the few that only the wire has are here.
+
+Adding a method: a params record and its `MethodSpec` here (and in `METHODS`), one handler
+line in `trio_pty/rpc/handlers.py`, a section in docs/protocol.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import typing
+from collections.abc import Mapping
+from typing import Any, Final, Generic, TypeVar
+
+import attrs
+
+from trio_pty.limits import Limits
+from trio_pty.model import ExitEvent, OutputChunk, ReadPage, SessionInfo, Wait, WriteResult
+from trio_pty.wire.codec import dumps, encode_notification
+from trio_pty.wire.convert import unstructure_result
+
+__all__ = [
+    "ATTACH",
+    "CANCEL",
+    "DEFAULT_OWNER",
+    "DETACH",
+    "EXITED",
+    "KILL",
+    "LIST",
+    "METHODS",
+    "OUTPUT",
+    "OWNER_DELETE",
+    "READ",
+    "READ_RAW",
+    "RESIZE",
+    "SERVER_INFO",
+    "SPAWN",
+    "WRITE",
+    "AttachParams",
+    "CancelParams",
+    "CancelResult",
+    "DetachParams",
+    "DetachResult",
+    "KillParams",
+    "ListParams",
+    "MethodSpec",
+    "NotificationSpec",
+    "OwnerDeleteParams",
+    "OwnerDeleteResult",
+    "Params",
+    "RawOutput",
+    "ReadParams",
+    "ReadRawParams",
+    "ResizeParams",
+    "ServerCounts",
+    "ServerEnvironment",
+    "ServerInfo",
+    "ServerInfoParams",
+    "SessionList",
+    "SessionOutput",
+    "SpawnParams",
+    "WriteParams",
+    "notification_frame",
+    "output_frame",
+    "spec_of",
+]
+
+DEFAULT_OWNER: Final = "default"
+
+R = TypeVar("R")
+P = TypeVar("P", bound="Params[Any]")
+N = TypeVar("N")
+
+
+class Params(Generic[R]):
+    """Base of every method's params record; `R` is the method's result record."""
+
+    __slots__ = ()
+
+
+@attrs.frozen
+class MethodSpec(Generic[P, R]):
+    """One method: its name on the wire, its params record and its result record."""
+
+    name: str
+    params: type[P]
+    result: type[R]
+
+    def __attrs_post_init__(self) -> None:
+        declared = [
+            typing.get_args(base)
+            for base in getattr(self.params, "__orig_bases__", ())
+            if typing.get_origin(base) is Params
+        ]
+        if declared != [(self.result,)]:
+            raise TypeError(
+                f"{self.name}: {self.params.__name__} must subclass "
+                f"Params[{self.result.__name__}], not {declared}"
+            )
+
+
+@attrs.frozen
+class NotificationSpec(Generic[N]):
+    """One server notification: its name on the wire and its params record."""
+
+    name: str
+    params: type[N]
+
+
+# --------------------------------------------------------------------------------------------
+# Results only the wire has (the library returns plain values there)
+
+
+@attrs.frozen(kw_only=True)
+class RawOutput:
+    """`pty.read_raw`'s result: raw bytes from absolute byte `offset` (base64 on the wire),
+    and where the next read starts."""
+
+    offset: int
+    data: bytes
+    gap: bool = False
+    next_offset: int
+
+    @classmethod
+    def of(cls, chunk: OutputChunk) -> RawOutput:
+        return cls(
+            offset=chunk.offset,
+            data=chunk.data,
+            gap=chunk.gap,
+            next_offset=chunk.offset + len(chunk.data),
+        )
+
+
+@attrs.frozen(kw_only=True)
+class SessionOutput:
+    """A chunk of one session's output: `pty.attach`'s result and `pty.output`'s params."""
+
+    id: str
+    offset: int
+    data: bytes
+    gap: bool = False
+    next_offset: int
+
+    @classmethod
+    def of(cls, session_id: str, chunk: OutputChunk) -> SessionOutput:
+        return cls(
+            id=session_id,
+            offset=chunk.offset,
+            data=chunk.data,
+            gap=chunk.gap,
+            next_offset=chunk.offset + len(chunk.data),
+        )
+
+    def chunk(self) -> OutputChunk:
+        return OutputChunk(offset=self.offset, data=self.data, gap=self.gap)
+
+
+@attrs.frozen(kw_only=True)
+class SessionList:
+    sessions: list[SessionInfo]
+
+
+@attrs.frozen(kw_only=True)
+class DetachResult:
+    id: str
+    detached: bool  # False: this connection was not attached
+
+
+@attrs.frozen(kw_only=True)
+class OwnerDeleteResult:
+    owner: str
+    removed: int  # sessions killed and forgotten
+
+
+@attrs.frozen(kw_only=True)
+class CancelResult:
+    cancelled: bool  # False: no request with that id was in flight
+
+
+@attrs.frozen(kw_only=True)
+class ServerCounts:
+    sessions: int
+    by_status: dict[str, int]
+    owners: int
+    connections: int
+    requests_in_flight: int
+    queued_chars: int  # of frames waiting to be sent: a slow client's backlog
+
+
+@attrs.frozen(kw_only=True)
+class ServerEnvironment:
+    mode: str
+    deny: dict[str, list[str]]
+
+
+@attrs.frozen(kw_only=True)
+class ServerInfo:
+    version: str
+    uptime: float
+    limits: Limits
+    counts: ServerCounts
+    environment: ServerEnvironment
+    allowed_origins: list[str]
+
+
+# --------------------------------------------------------------------------------------------
+# Params
+
+
+@attrs.frozen(kw_only=True)
+class SpawnParams(Params[SessionInfo]):
+    command: str
+    args: list[str] = attrs.Factory(list)
+    owner: str = DEFAULT_OWNER
+    description: str
+    workdir: str | None = None
+    title: str | None = None
+    notify_on_exit: bool = False
+    timeout: float | None = None
+    env: dict[str, str] | None = None
+    rows: int = 24
+    cols: int = 80
+    ready: Wait | None = None
+
+
+@attrs.frozen(kw_only=True)
+class WriteParams(Params[WriteResult]):
+    id: str
+    data: str
+    owner: str = DEFAULT_OWNER
+    escapes: bool = False
+    wait: Wait | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ReadParams(Params[ReadPage]):
+    id: str
+    owner: str = DEFAULT_OWNER
+    offset: int = 0
+    limit: int | None = None
+    pattern: str | None = None
+    ignore_case: bool = False
+    wait: Wait | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ReadRawParams(Params[RawOutput]):
+    id: str
+    owner: str = DEFAULT_OWNER
+    offset: int = 0
+    limit: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ListParams(Params[SessionList]):
+    owner: str | None = None  # None: "default" (or every owner with all_owners)
+    all_owners: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class KillParams(Params[SessionInfo]):
+    id: str
+    owner: str = DEFAULT_OWNER
+    cleanup: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class ResizeParams(Params[SessionInfo]):
+    id: str
+    owner: str = DEFAULT_OWNER
+    rows: int
+    cols: int
+
+
+@attrs.frozen(kw_only=True)
+class AttachParams(Params[SessionOutput]):
+    id: str
+    owner: str = DEFAULT_OWNER
+    offset: int | None = None
+    driver: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class DetachParams(Params[DetachResult]):
+    id: str
+    owner: str = DEFAULT_OWNER
+
+
+@attrs.frozen(kw_only=True)
+class OwnerDeleteParams(Params[OwnerDeleteResult]):
+    owner: str
+
+
+@attrs.frozen(kw_only=True)
+class ServerInfoParams(Params[ServerInfo]):
+    pass
+
+
+@attrs.frozen(kw_only=True)
+class CancelParams(Params[CancelResult]):
+    id: str | int
+
+
+# --------------------------------------------------------------------------------------------
+# The table
+
+SPAWN: Final = MethodSpec("pty.spawn", SpawnParams, SessionInfo)
+WRITE: Final = MethodSpec("pty.write", WriteParams, WriteResult)
+READ: Final = MethodSpec("pty.read", ReadParams, ReadPage)
+READ_RAW: Final = MethodSpec("pty.read_raw", ReadRawParams, RawOutput)
+LIST: Final = MethodSpec("pty.list", ListParams, SessionList)
+KILL: Final = MethodSpec("pty.kill", KillParams, SessionInfo)
+RESIZE: Final = MethodSpec("pty.resize", ResizeParams, SessionInfo)
+ATTACH: Final = MethodSpec("pty.attach", AttachParams, SessionOutput)
+DETACH: Final = MethodSpec("pty.detach", DetachParams, DetachResult)
+OWNER_DELETE: Final = MethodSpec("owner.delete", OwnerDeleteParams, OwnerDeleteResult)
+SERVER_INFO: Final = MethodSpec("server.info", ServerInfoParams, ServerInfo)
+
+#: Cancels a request in flight on the same connection; the connection itself answers it
+#: (`trio_pty.rpc.connection`), so it has no handler and is not in `METHODS`.
+CANCEL: Final = MethodSpec("$/cancelRequest", CancelParams, CancelResult)
+
+#: The methods a handler runs, by name.
+METHODS: Final[Mapping[str, MethodSpec[Any, Any]]] = {
+    spec.name: spec
+    for spec in (
+        SPAWN,
+        WRITE,
+        READ,
+        READ_RAW,
+        LIST,
+        KILL,
+        RESIZE,
+        ATTACH,
+        DETACH,
+        OWNER_DELETE,
+        SERVER_INFO,
+    )
+}
+
+_BY_PARAMS: Final[Mapping[type[Any], MethodSpec[Any, Any]]] = {
+    spec.params: spec for spec in (*METHODS.values(), CANCEL)
+}
+
+OUTPUT: Final = NotificationSpec("pty.output", SessionOutput)
+EXITED: Final = NotificationSpec("pty.exited", ExitEvent)
+
+
+def spec_of(params: Params[R]) -> MethodSpec[Any, R]:
+    """The method a params record calls."""
+    return _BY_PARAMS[type(params)]
+
+
+def notification_frame(spec: NotificationSpec[N], params: N) -> str:
+    """The complete notification frame."""
+    return encode_notification(spec.name, unstructure_result(params))
+
+
+def output_frame(session_id: str, chunk: OutputChunk) -> str:
+    """The `pty.output` frame for a chunk: exactly what `notification_frame(OUTPUT,
+    SessionOutput.of(session_id, chunk))` writes, built without running the JSON encoder
+    over the base64 text.
+
+    That text is most of the frame and can hold nothing JSON must escape, and scanning it
+    cost the attach stream more than encoding it did (docs/benchmarks.md).
+    """
+    data = base64.b64encode(chunk.data).decode("ascii")
+    gap = "true" if chunk.gap else "false"
+    return (
+        f'{{"jsonrpc":"2.0","method":"pty.output","params":{{"id":{dumps(session_id)},'
+        f'"offset":{chunk.offset},"data":"{data}","gap":{gap},'
+        f'"next_offset":{chunk.offset + len(chunk.data)}}}}}'
+    )
