@@ -17,7 +17,16 @@ from .errors import (
 )
 from .limits import Limits
 from .manager import Manager, open_manager
-from .model import ExitEvent, Line, OutputChunk, ReadPage, SessionInfo, Wait, WriteResult
+from .model import (
+    ExitEvent,
+    Line,
+    OutputChunk,
+    ReadPage,
+    Screen,
+    SessionInfo,
+    Wait,
+    WriteResult,
+)
 
 try:
     __version__ = version("trio-pty")
@@ -38,6 +47,7 @@ __all__ = [
     "PermissionDenied",
     "PtyError",
     "ReadPage",
+    "Screen",
     "SessionInfo",
     "SessionNotFound",
     "SpawnFailed",

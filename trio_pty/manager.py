@@ -21,7 +21,10 @@ import trio
 
 from . import errors
 from .limits import Limits
-from .model import ExitEvent, OutputChunk, ReadPage, SessionInfo, Wait, WriteResult
+from .model import ExitEvent, OutputChunk, ReadPage, Screen, SessionInfo, Wait, WriteResult
+from .output.cursors import Cursor, ReadCursors
+from .output.echo import echo_lines
+from .output.screen import ScreenCache
 from .output.search import CompiledPattern, compile_pattern
 from .policy import validate
 from .policy.authorize import (
@@ -87,6 +90,8 @@ class Manager:
         self._deleted: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._running: set[Session] = set()
         self._closing = False
+        self._screens = ScreenCache(limits.max_live_screens, limits.screen_idle_timeout)
+        self._cursors = ReadCursors(limits.max_read_cursors)
 
     # ------------------------------------------------------------------ queries
 
@@ -326,6 +331,8 @@ class Manager:
     def _remove(self, session: Session) -> None:
         if self._sessions.get(session.id) is session:
             del self._sessions[session.id]
+            self._screens.discard(session.id)
+            self._cursors.forget(session.id)
         session.removed()
 
     async def _notify(self, event: ExitEvent) -> None:
@@ -368,6 +375,7 @@ class Manager:
             start_line=first,
             has_output=lambda: session.output.end_offset > start,
             first_line_prefix=prefix if first == prefix_line else None,
+            echo=echo_lines(raw),
         )
         page = session.output.read(first, self.limits.default_read_limit)
         return attrs.evolve(result, output=attrs.evolve(page, reason=reason))
@@ -387,31 +395,88 @@ class Manager:
         pattern: str | None = None,
         ignore_case: bool = False,
         wait: Wait | None = None,
+        tail: int | None = None,
+        since: Literal["last"] | None = None,
+        reader: str | None = None,
     ) -> ReadPage:
         """A page of clean numbered lines from absolute line `offset` (with `pattern`, of
         the lines matching that RE2 expression). With `wait`, first block until the wait is
-        over (`ReadPage.reason` says why)."""
+        over (`ReadPage.reason` says why).
+
+        `tail=N` gives the last N lines instead. `since="last"` starts where this reader's
+        previous read ended (an empty page if nothing was written since; `missed_lines`
+        counts lines that rotated out in between); the first such read starts at the
+        oldest line. Every read moves the reader's cursor to the page's `next_offset`. A
+        reader is `reader` or, by default, the owner: callers serving several clients (one
+        per connection) pass their own key."""
         session = self._session(session_id, owner)
         offset, limit = validate.read_window(offset, limit, self.limits)
+        reader = owner if reader is None else validate.reader(reader, self.limits)
+        if tail is not None:
+            tail = validate.int_between("tail", tail, 1, self.limits.max_read_limit)
+        if since not in (None, "last"):
+            raise errors.InvalidInput("since", f'must be "last", got {since!r}')
+        chosen = [name for name, on in (("tail", tail), ("since", since)) if on is not None]
+        if (offset and chosen) or len(chosen) > 1 or (tail is not None and pattern is not None):
+            raise errors.InvalidInput(
+                chosen[-1] if chosen else "tail",
+                "offset, tail and since choose where a read starts: give one "
+                "(and tail without pattern)",
+            )
         compiled = None
         if pattern is not None:
             compiled = compile_pattern(
                 pattern, ignore_case=ignore_case, max_length=self.limits.max_pattern_length
             )
         wait_pattern = self._check_wait(wait)
+        output = session.output
+        seen = -1  # since: the end offset at this reader's previous read
+        if since is not None:
+            cursor = self._cursors.get(session.id, reader)
+            if cursor is not None:
+                offset, seen = cursor
         reason = None
         if wait is not None:
+            start = offset if tail is None else output.total_lines
             reason = await session.wait(
                 wait,
                 pattern=wait_pattern,
-                start_line=offset,
-                has_output=lambda: session.output.total_lines > offset,
+                start_line=start,
+                has_output=lambda: output.total_lines > start and output.end_offset != seen,
             )
-        if compiled is None:
-            page = session.output.read(offset, limit)
+        end = output.end_offset
+        if tail is not None:
+            page = output.tail(tail)
+        elif end == seen and offset >= output.complete_lines:  # it read all, none came since
+            page = output.read(output.total_lines, 0)
+            page = attrs.evolve(page, next_offset=offset)
+        elif compiled is None:
+            page = output.read(offset, limit)
         else:
             page = await session.search(offset, limit, compiled)
+        self._cursors.set(session.id, reader, Cursor(page.next_offset, end))
         return page if reason is None else attrs.evolve(page, reason=reason)
+
+    async def screen(
+        self, session_id: str, *, owner: str = "default", wait: Wait | None = None
+    ) -> Screen:
+        """The terminal as it shows now (see `Screen`). With `wait`, once a screen line
+        matches `wait.pattern` (or the output was quiet for idle_ms, the session ended, or
+        timeout_ms passed; `Screen.reason` says which).
+
+        The first snapshot of a session replays its retained output into an emulator (at
+        most ~15 ms for a full 1 MB buffer, usually far less); later ones feed only what
+        came since. Up to `Limits.max_live_screens` emulators are kept, each for
+        `Limits.screen_idle_timeout` seconds after its last use."""
+        session = self._session(session_id, owner)
+        pattern = self._check_wait(wait)
+
+        def snapshot() -> Screen:
+            return self._screens.snapshot(session.id, session.output, trio.current_time())
+
+        if wait is None:
+            return snapshot()
+        return await session.wait_screen(wait, pattern=pattern, snapshot=snapshot)
 
     async def read_raw(
         self,

@@ -40,6 +40,8 @@ class SessionInfo:
     timeout: float | None
     error: str | None = None
     ready: ReadPage | None = None
+    terminal_title: str | None = None
+    """The window title the program set (OSC 0 or 2), as opposed to `title`, the caller's."""
 
 
 @attrs.frozen
@@ -61,6 +63,25 @@ class ReadPage:
     has_more: bool
     next_offset: int
     missed_lines: int = 0
+    reason: WaitReason | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Screen:
+    """The terminal as it shows now: exactly `rows` lines of text (trailing blanks stripped,
+    a wide character once), the cursor (row, col, zero-based cells), the window title the
+    program set, whether a full-screen program's alternate screen is showing, and the output
+    offset this reflects. `reason` says why a wait attached to the snapshot ended."""
+
+    id: str
+    rows: int
+    cols: int
+    lines: list[str]
+    cursor: tuple[int, int]
+    cursor_visible: bool
+    title: str | None
+    alternate: bool
+    offset: int
     reason: WaitReason | None = None
 
 
