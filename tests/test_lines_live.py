@@ -103,12 +103,14 @@ async def test_a_wait_attached_to_a_write_skips_the_echo() -> None:
                 "qa$ sleep 1; echo DONE",
                 "DONE",
             ]
-            # Without a newline the echo is the rest of the prompt line: "y" is not output.
+            # The echo of a command ends on its own line; what follows is output. (Waiting
+            # for the prompt first: a command typed ahead is echoed twice, see output/echo.)
+            await manager.read(session_id, wait=Wait(pattern=r"^qa\$ $", timeout_ms=5000))
             result = await manager.write(
                 session_id, "read x; echo got-$x\n", wait=Wait(pattern="x", timeout_ms=300)
             )
             assert result.output is not None and result.output.reason == "timeout"
-            result = await manager.write(session_id, "y\n", wait=Wait(pattern="got-y"))
+            result = await manager.write(session_id, "y\n", wait=Wait(pattern="^got-y$"))
             assert result.output is not None and result.output.reason == "matched"
             await manager.write(session_id, "exit\n")
             await wait_for_status(manager, session_id, "exited")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trio_pty.output.echo import after_echo, echo_lines, without_repeated_echo
+from trio_pty.output.echo import after_echo, echo_lines
 
 
 def test_echo_lines() -> None:
@@ -23,14 +23,6 @@ def test_after_echo() -> None:
     assert after_echo("unrelated output", "qa$ ", "ls") == "unrelated output"
     assert after_echo("Continue? y", "Continue? ", "y") == ""
     assert after_echo("Continue? yes, going on", "Continue? ", "y") == "es, going on"
-
-
-def test_a_repeated_echo_is_not_output() -> None:
-    echo = ["read x; echo got-$x", ""]
-    assert without_repeated_echo("qa$ read x; echo got-$x", echo, finished=True) == "qa$ "
-    assert without_repeated_echo("qa$ read x; ec", echo, finished=False) == "qa$ "
-    assert without_repeated_echo("qa$ read x; ec", echo, finished=True) == "qa$ read x; ec"
-    assert without_repeated_echo("got-y", ["y", ""], finished=True) == "got-y"  # too short
 
 
 @given(st.text(max_size=30), st.text(max_size=30))

@@ -35,7 +35,7 @@ from .model import (
     WaitReason,
 )
 from .output.buffer import OutputBuffer
-from .output.echo import after_echo, without_repeated_echo
+from .output.echo import after_echo
 from .output.search import CompiledPattern
 from .output.stubber import QueryResponder
 from .posix import reap, spawn
@@ -515,14 +515,14 @@ class Session:
             while True:
                 if pattern is not None:
                     searching = True
-                    if echoed < 2 * len(echo):
+                    if echoed < len(echo):
                         matched, echoed = self._match_echo(
                             pattern, start_line, first_line_prefix or "", echo, echoed
                         )
                         if matched:
                             return "matched"
                         line = max(line, start_line + echoed)
-                        searching = echoed == 2 * len(echo)
+                        searching = echoed == len(echo)
                     elif first_line_prefix is not None and not echo:
                         if self._matches_after_prefix(pattern, start_line, first_line_prefix):
                             return "matched"
@@ -550,13 +550,11 @@ class Session:
     def _match_echo(
         self, pattern: CompiledPattern, start_line: int, prefix: str, echo: Sequence[str], done: int
     ) -> tuple[bool, int]:
-        """Check the lines a write's echo may be on (`output.echo`: as many as it has lines,
-        then as many again for an echo repeated by a line editor), from `done` on: (matched,
-        how many are done with). A line still being written is checked again as it grows; a
-        complete one once."""
+        """Check the lines a write's echo lands on (`output.echo`), from `done` on: (matched,
+        how many are done with). A line still receiving its echo waits; a complete one is
+        checked once."""
         complete = self.output.complete_lines
-        window = 2 * len(echo)
-        while done < window:
+        while done < len(echo):
             number = start_line + done
             lines = self.output.read(number, 1).lines
             finished = number < complete
@@ -565,13 +563,7 @@ class Session:
                     return False, done
                 done += 1
                 continue
-            text = lines[0].text
-            if done < len(echo):
-                rest = after_echo(text, prefix if done == 0 else "", echo[done])
-            else:
-                rest = text
-            if rest:
-                rest = without_repeated_echo(rest, echo, finished=finished)
+            rest = after_echo(lines[0].text, prefix if done == 0 else "", echo[done])
             if rest is not None and pattern.search(rest) is not None:
                 return True, done
             if not finished:

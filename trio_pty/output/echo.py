@@ -3,22 +3,21 @@
 A terminal echoes what is typed: writing `sleep 2; echo DONE` followed by Enter puts that very
 text on the prompt line before the command even starts, and a wait for `DONE` would match it.
 The lines a write's echo lands on are known (one per line the write holds, the first after the
-prompt that was there before); on each of them only the text after the echo counts. A write
-that arrives before the program reads it (typed ahead) is echoed twice: by the terminal as it
-arrives, then by the shell's line editor after its prompt. So in the lines right after those,
-the text at the end of a line that repeats a written line (of at least `MIN_REPEATED_ECHO`
-characters: shorter ones are too likely to end real output) is taken for that second echo.
+prompt that was there before); on each of them only the text after the echo counts.
+
+Not recognised: a write typed ahead (before the program reads) is echoed twice, by the
+terminal as it arrives and again by a shell's line editor after its next prompt; that second
+echo is taken for output. It cannot be told from output that repeats the input (`cat`,
+`read x; echo "got $x"`), and missing such output would be worse.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 # Keys that do not echo as themselves: escape sequences (arrows, function keys) and controls.
 _NOT_ECHOED = re.compile(r"\x1b(?:\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]|O.|.)?|[\x00-\x1f\x7f]")
 _ENTER = re.compile(r"\r\n|\r|\n")
-MIN_REPEATED_ECHO = 3
 
 
 def echo_lines(data: bytes) -> list[str]:
@@ -39,20 +38,3 @@ def after_echo(text: str, prefix: str, echo: str) -> str | None:
     if echo.startswith(rest):
         return None
     return rest
-
-
-def without_repeated_echo(text: str, echo: Sequence[str], *, finished: bool) -> str:
-    """A line in the lines right after a write's echo, without a second echo of one of its
-    lines at its end (module doc): a complete line loses the whole echoed line, a line still
-    being written any start of one (it may be the echo arriving)."""
-    for line in echo:
-        if len(line) < MIN_REPEATED_ECHO:
-            continue
-        if finished:
-            if text.endswith(line):
-                return text[: -len(line)]
-            continue
-        for size in range(min(len(line), len(text)), 0, -1):
-            if text.endswith(line[:size]):
-                return text[:-size]
-    return text
