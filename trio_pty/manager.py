@@ -437,7 +437,7 @@ class Manager:
                 offset, seen = cursor
         reason = None
         if wait is not None:
-            start = offset if tail is None else output.total_lines
+            start = offset if tail is None else output.complete_lines  # a tail waits for news
             reason = await session.wait(
                 wait,
                 pattern=wait_pattern,
@@ -464,8 +464,9 @@ class Manager:
         matches `wait.pattern` (or the output was quiet for idle_ms, the session ended, or
         timeout_ms passed; `Screen.reason` says which).
 
-        The first snapshot of a session replays its retained output into an emulator (at
-        most ~15 ms for a full 1 MB buffer, usually far less); later ones feed only what
+        The first snapshot of a session replays its retained output into an emulator (a
+        few ms for a full 1 MB buffer of line output, up to ~20 ms when a full-screen
+        program left nothing that lets the replay start late); later ones feed only what
         came since. Up to `Limits.max_live_screens` emulators are kept, each for
         `Limits.screen_idle_timeout` seconds after its last use."""
         session = self._session(session_id, owner)

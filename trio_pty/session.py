@@ -603,7 +603,6 @@ class Session:
         limits = self._limits
         timeout_ms = spec.timeout_ms if spec.timeout_ms is not None else limits.default_wait_ms
         idle = spec.idle_ms / 1000 if spec.idle_ms is not None else None
-        reason: WaitReason = "timeout"
         with trio.move_on_after(timeout_ms / 1000):
             while True:
                 screen = snapshot()
@@ -621,7 +620,7 @@ class Session:
                     while self.output.end_offset == screen.offset and not self.output_complete:
                         await self._output_lot.park()
                     await trio.sleep_until(checked_at + _SCREEN_RECHECK)
-        return attrs.evolve(snapshot(), reason=reason)
+        return attrs.evolve(snapshot(), reason="timeout")
 
     def _matches_after_prefix(self, pattern: CompiledPattern, line: int, prefix: str) -> bool:
         lines = self.output.read(line, 1).lines

@@ -80,9 +80,11 @@ class OutputBuffer:
         end = self.end_offset
         if self._title_scanned < end:
             start = max(self._title_scanned - modes.LONGEST_TITLE, self.start_offset)
-            found = modes.last_title(self._ring.read(start, end))
-            if found is not None:
-                self._title = found
+            last = None
+            for _, raw in self._ring.finditer(modes.TITLES, start, end, modes.LONGEST_TITLE):
+                last = raw
+            if last is not None:
+                self._title = modes.title_of(last)
             self._title_scanned = end
         return self._title
 

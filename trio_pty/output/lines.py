@@ -34,14 +34,13 @@ from .ring import ByteRing
 from .search import CompiledPattern, first_matching_line
 
 DEFAULT_STRETCH = 8192
-_SWITCH_CARRY = 16  # bytes rescanned so that a switch split across two scans is seen
 _LONG_LINE_WINDOW = 65_536  # bytes of a line whose start rotated out that are replayed
 _FIRST_SCAN_BYTES = 64 * 1024  # clean text per RE2 call when a scan starts ...
 _MAX_SCAN_BYTES = 4 * 1024 * 1024  # ... doubling up to this
 
 # C0 controls deleted outright (as terminals ignore them, even inside sequences): all but
 # BEL (it ends an OSC; deleted after stripping), BS, TAB, LF, CR and ESC; and DEL. NUL is
-# kept when full-screen spans were collapsed (`_collapse` deleted the real ones first): it
+# kept when full-screen spans were collapsed (`LineLog._clean` deleted the real ones first): it
 # then marks hidden lines.
 _C0 = bytes([*range(0x00, 0x07), 0x0B, 0x0C, *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])
 _C0_BUT_NUL = _C0[1:]
@@ -548,10 +547,11 @@ class LineLog:
         scanned = self._switches_scanned
         if scanned >= end:
             return
-        low = max(scanned - _SWITCH_CARRY, ring.start_offset)
-        for start, stop, on in modes.alternate_switches(ring.read(low, end)):
-            if low + stop > scanned and on != self._alternate:
-                self._switches.append((low + start, low + stop, on))
+        low = max(scanned - modes.LONGEST_SWITCH, ring.start_offset)
+        for start, raw in ring.finditer(modes.SWITCHES, low, end, modes.LONGEST_SWITCH):
+            on = modes.switch_state(raw)
+            if start + len(raw) > scanned and on != self._alternate:
+                self._switches.append((start, start + len(raw), on))
                 self._alternate = on
         self._switches_scanned = end
         switches = self._switches

@@ -56,7 +56,6 @@ _SAVES = _compile(rb"\x1b[78]|\x1b\[[su]")
 _TITLES = _compile(rb"\x1b\][02];([^\x07\x1b\n]{0,%d})(?:\x07|\x1b\\)" % MAX_TITLE_BYTES)
 _CLEARS = (b"\x1b[2J", b"\x1b[J", b"\x1b[0J")
 LONGEST_TITLE = 4 + MAX_TITLE_BYTES + 2
-"""Bytes a title scan looks back over so that no title split across two scans is missed."""
 
 
 class Event(NamedTuple):
@@ -97,17 +96,22 @@ def scan(data: bytes, pos: int = 0) -> Iterator[Event]:
         yield _event(data, *match.span())
 
 
+SWITCHES = _SWITCHES
+"""Switches to and from the alternate screen (and full resets): see `switch_state`."""
+LONGEST_SWITCH = 4 + 2 * _MAX_PARAMS + 5
+
+
+def switch_state(raw: bytes) -> bool:
+    """Whether a match of SWITCHES turns the alternate screen on (a full reset leaves it)."""
+    return raw[1] != 0x63 and raw[-1] == 0x68
+
+
 def alternate_switches(data: bytes, pos: int = 0) -> Iterator[tuple[int, int, bool]]:
     """(start, end, on) of every switch to (on) or from the alternate screen in data[pos:];
     a full reset (RIS) leaves it."""
     for match in _SWITCHES.finditer(data, pos):
         start, end = match.span()
-        if data[start + 1] == 0x63:  # ESC c
-            yield start, end, False
-            continue
-        params = _numbers(data[start + 3 : end - 1])
-        if ALTERNATE_MODES.intersection(params):
-            yield start, end, data[end - 1] == 0x68
+        yield start, end, switch_state(data[start:end])
 
 
 def saved_cursors(data: bytes) -> tuple[list[int], list[int]]:
@@ -120,12 +124,14 @@ def saved_cursors(data: bytes) -> tuple[list[int], list[int]]:
     return saves, restores
 
 
-def last_title(data: bytes) -> str | None:
-    """The title set last in `data` (OSC 0 or 2), or None."""
-    title = None
-    for match in _TITLES.finditer(data):
-        title = match.group(1)
-    return None if title is None else title.decode("utf-8", "replace")
+TITLES = _TITLES
+"""Window titles (OSC 0 and 2): see `title_of`."""
+
+
+def title_of(raw: bytes) -> str:
+    """The title a match of TITLES sets."""
+    body = raw[4:-1] if raw.endswith(b"\x07") else raw[4:-2]
+    return bytes(body).decode("utf-8", "replace")
 
 
 @attrs.define

@@ -41,7 +41,7 @@ from .buffer import OutputBuffer, SizeRecord
 _MARK: Final = "\U0010fffd"  # fills the screen for the rewrite check; never shown
 _MAX_CHECKED_TAIL: Final = 65_536  # output after a "cursor home" worth checking for a rewrite
 _CHECKED_HOMES: Final = 2  # how many of the last "cursor home"s are checked
-_CARRY: Final = 16  # bytes kept to see an alternate-screen switch split across feeds
+_CARRY: Final = modes.LONGEST_SWITCH  # bytes kept to see a switch split across feeds
 
 
 def scroll_start(data: bytes, rows: int) -> int:
