@@ -23,6 +23,7 @@ SCENARIOS: dict[str, str] = {
     "spawn": "benchmarks.spawn_latency",
     "throughput": "benchmarks.throughput",
     "reading": "benchmarks.reading",
+    "screen": "benchmarks.screen",
     "rpc": "benchmarks.rpc",
     "shell": "benchmarks.shell",
     "memory": "benchmarks.memory",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -114,3 +116,24 @@ def test_reads_outside_the_window_are_refused() -> None:
         ring.bytes_since(2, -1)
     with pytest.raises(ValueError):
         ByteRing(0)
+
+
+@given(
+    pieces=st.lists(
+        st.sampled_from([b"ab", b"\x1b]2;t\x07", b"\x1b[?1049h", b"x" * 7]), max_size=40
+    ),
+    capacity=st.integers(min_value=1, max_value=120),
+    block=st.integers(min_value=1, max_value=16),
+    skip=st.integers(min_value=0, max_value=50),
+)
+def test_finditer_in_place_finds_what_a_search_of_a_copy_finds(
+    pieces: list[bytes], capacity: int, block: int, skip: int
+) -> None:
+    pattern = re.compile(rb"\x1b\]2;[a-z]*\x07|\x1b\[\?1049h")
+    ring = ByteRing(capacity, block_size=block)
+    for piece in pieces:
+        ring.write(piece)
+    start = min(ring.start_offset + skip, ring.end_offset)
+    data = ring.read(start, ring.end_offset)
+    expected = [(start + m.start(), m.group()) for m in pattern.finditer(data)]
+    assert list(ring.finditer(pattern, start, ring.end_offset, 16)) == expected

@@ -599,3 +599,19 @@ async def test_a_sandboxed_shell_reads_its_startup_files_and_reports_commands(
             assert (result.exit_code, texts(result.lines)) == (0, ["1"])
             failed = await manager.run(info.id, "exit_code() { return 7; }; exit_code")
             assert failed.exit_code == 7
+
+
+async def test_a_commands_output_is_paged_with_offset_only_and_screens_do_not_wait_for_prompts(
+    home: Path,
+) -> None:
+    with trio.fail_after(20):
+        async with shell_manager(home) as manager:
+            info = await manager.spawn_shell(description="combos", shell="bash")
+            result = await manager.run(info.id, "seq 1 3")
+            for where in ({"tail": 2}, {"since": "last"}):
+                with pytest.raises(trio_pty.InvalidInput, match="command"):
+                    await manager.read(info.id, command=result.number, **where)
+            page = await manager.read(info.id, command=result.number)
+            assert texts(page.lines) == ["1", "2", "3"]
+            with pytest.raises(trio_pty.InvalidInput, match=r"wait\.prompt"):
+                await manager.screen(info.id, wait=trio_pty.Wait(prompt=True))

@@ -61,6 +61,12 @@ class Limits:
     max_rows: int = attrs.field(default=1000, validator=_positive)
     max_cols: int = attrs.field(default=1000, validator=_positive)
     command_history: int = attrs.field(default=500, validator=_positive)
+    # Screen snapshots: live emulators kept (each holds rows x cols cells, about 80 KB for
+    # 80 x 24), and how long one is kept without a snapshot.
+    max_live_screens: int = attrs.field(default=16, validator=_positive)
+    screen_idle_timeout: float = attrs.field(default=300.0, validator=_positive)
+    # Read cursors (`read(since="last")`) kept across all sessions and readers.
+    max_read_cursors: int = attrs.field(default=4096, validator=_positive)
 
     # Input.
     max_command_bytes: int = attrs.field(default=4096, validator=_positive)

@@ -14,7 +14,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, NoReturn, TypeVar
+from typing import Any, Literal, NoReturn, TypeVar
 
 import attrs
 import trio
@@ -29,10 +29,14 @@ from .model import (
     OutputChunk,
     ReadPage,
     RunReason,
+    Screen,
     SessionInfo,
     Wait,
     WriteResult,
 )
+from .output.cursors import Cursor, ReadCursors
+from .output.echo import echo_lines
+from .output.screen import ScreenCache
 from .output.search import CompiledPattern, compile_pattern
 from .policy import validate
 from .policy.authorize import (
@@ -121,6 +125,8 @@ class Manager(metaclass=_NoPublicConstructor):
         self._deleted: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._running: set[Session] = set()
         self._closing = False
+        self._screens = ScreenCache(limits.max_live_screens, limits.screen_idle_timeout)
+        self._cursors = ReadCursors(limits.max_read_cursors)
 
     # ------------------------------------------------------------------ queries
 
@@ -519,6 +525,8 @@ class Manager(metaclass=_NoPublicConstructor):
     def _remove(self, session: Session) -> None:
         if self._sessions.get(session.id) is session:
             del self._sessions[session.id]
+            self._screens.discard(session.id)
+            self._cursors.forget(session.id)
         session.removed()
 
     async def _notify(self, event: ExitEvent) -> None:
@@ -565,6 +573,7 @@ class Manager(metaclass=_NoPublicConstructor):
             has_output=lambda: session.output.end_offset > start,
             first_line_prefix=prefix if first == prefix_line else None,
             prompts_seen=prompts_seen,
+            echo=echo_lines(raw),
         )
         page = session.output.read(first, self.limits.default_read_limit)
         return attrs.evolve(result, output=attrs.evolve(page, reason=reason))
@@ -585,13 +594,35 @@ class Manager(metaclass=_NoPublicConstructor):
         ignore_case: bool = False,
         wait: Wait | None = None,
         command: int | None = None,
+        tail: int | None = None,
+        since: Literal["last"] | None = None,
+        reader: str | None = None,
     ) -> ReadPage:
         """A page of clean numbered lines from absolute line `offset` (with `pattern`, of
         the lines matching that RE2 expression). With `wait`, first block until the wait is
         over (`ReadPage.reason` says why). With `command` (shell sessions), only that
-        command's own output: from its first line when `offset` is before it."""
+        command's own output: from its first line when `offset` is before it.
+
+        `tail=N` gives the last N lines instead. `since="last"` starts where this reader's
+        previous read ended (an empty page if nothing was written since; `missed_lines`
+        counts lines that rotated out in between); the first such read starts at the
+        oldest line. Every read moves the reader's cursor to the page's `next_offset`. A
+        reader is `reader` or, by default, the owner: callers serving several clients (one
+        per connection) pass their own key."""
         session = self._session(session_id, owner)
         offset, limit = validate.read_window(offset, limit, self.limits)
+        reader = owner if reader is None else validate.reader(reader, self.limits)
+        if tail is not None:
+            tail = validate.int_between("tail", tail, 1, self.limits.max_read_limit)
+        if since not in (None, "last"):
+            raise errors.InvalidInput("since", f'must be "last", got {since!r}')
+        chosen = [name for name, on in (("tail", tail), ("since", since)) if on is not None]
+        if (offset and chosen) or len(chosen) > 1 or (tail is not None and pattern is not None):
+            raise errors.InvalidInput(
+                chosen[-1] if chosen else "tail",
+                "offset, tail and since choose where a read starts: give one "
+                "(and tail without pattern)",
+            )
         compiled = None
         if pattern is not None:
             compiled = compile_pattern(
@@ -599,27 +630,45 @@ class Manager(metaclass=_NoPublicConstructor):
             )
         record = None
         if command is not None:
+            if chosen:
+                raise errors.InvalidInput(
+                    "command", "a command's output is paged with offset, not with tail or since"
+                )
             record = self._record(session, command)
         wait_pattern = self._check_wait(wait, shell=session.shell is not None)
+        output = session.output
+        seen = -1  # since: the end offset at this reader's previous read
+        if since is not None:
+            cursor = self._cursors.get(session.id, reader)
+            if cursor is not None:
+                offset, seen = cursor
         reason = None
         if wait is not None:
             prompts_seen = None
             if wait.prompt and session.shell is not None:
                 # A read waits for the prompt to be up: now, if it is.
                 prompts_seen = session.shell.prompts - session.shell.at_prompt
+            start = offset if tail is None else output.complete_lines  # a tail waits for news
             reason = await session.wait(
                 wait,
                 pattern=wait_pattern,
-                start_line=offset,
-                has_output=lambda: session.output.total_lines > offset,
+                start_line=start,
+                has_output=lambda: output.total_lines > start and output.end_offset != seen,
                 prompts_seen=prompts_seen,
             )
+        end = output.end_offset
         if record is not None:
             page = await self._read_command(session, record, offset, limit, compiled)
+        elif tail is not None:
+            page = output.tail(tail)
+        elif end == seen and offset >= output.complete_lines:  # it read all, none came since
+            page = output.read(output.total_lines, 0)
+            page = attrs.evolve(page, next_offset=offset)
         elif compiled is None:
-            page = session.output.read(offset, limit)
+            page = output.read(offset, limit)
         else:
             page = await session.search(offset, limit, compiled)
+        self._cursors.set(session.id, reader, Cursor(page.next_offset, end))
         return page if reason is None else attrs.evolve(page, reason=reason)
 
     def _record(self, session: Session, number: object) -> CommandRecord:
@@ -810,6 +859,34 @@ class Manager(metaclass=_NoPublicConstructor):
             max_line_length=self.limits.max_line_length,
             max_escape_length=self.limits.max_escape_length,
         )
+
+    async def screen(
+        self, session_id: str, *, owner: str = "default", wait: Wait | None = None
+    ) -> Screen:
+        """The terminal as it shows now (see `Screen`). With `wait`, once a screen line
+        matches `wait.pattern` (or the output was quiet for idle_ms, the session ended, or
+        timeout_ms passed; `Screen.reason` says which).
+
+        The first snapshot of a session replays its retained output into an emulator (a
+        few ms for a full 1 MB buffer of line output, up to ~20 ms when a full-screen
+        program left nothing that lets the replay start late); later ones feed only what
+        came since. Up to `Limits.max_live_screens` emulators are kept, each for
+        `Limits.screen_idle_timeout` seconds after its last use."""
+        session = self._session(session_id, owner)
+        if wait is not None and wait.prompt:
+            raise errors.InvalidInput(
+                "wait.prompt",
+                "a screen wait takes a pattern, idle_ms or exit: wait for the "
+                "prompt with read(wait=Wait(prompt=True))",
+            )
+        pattern = self._check_wait(wait, shell=False)
+
+        def snapshot() -> Screen:
+            return self._screens.snapshot(session.id, session.output, trio.current_time())
+
+        if wait is None:
+            return snapshot()
+        return await session.wait_screen(wait, pattern=pattern, snapshot=snapshot)
 
     async def read_raw(
         self,

@@ -46,6 +46,8 @@ class SessionInfo:
     """"bash" or "zsh" for a session from spawn_shell, None otherwise."""
     at_prompt: bool = False
     """A shell session's shell shows its prompt and runs nothing (from its marks)."""
+    terminal_title: str | None = None
+    """The window title the program set (OSC 0 or 2), as opposed to `title`, the caller's."""
 
 
 @attrs.frozen
@@ -67,6 +69,25 @@ class ReadPage:
     has_more: bool
     next_offset: int
     missed_lines: int = 0
+    reason: WaitReason | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Screen:
+    """The terminal as it shows now: exactly `rows` lines of text (trailing blanks stripped,
+    a wide character once), the cursor (row, col, zero-based cells), the window title the
+    program set, whether a full-screen program's alternate screen is showing, and the output
+    offset this reflects. `reason` says why a wait attached to the snapshot ended."""
+
+    id: str
+    rows: int
+    cols: int
+    lines: list[str]
+    cursor: tuple[int, int]
+    cursor_visible: bool
+    title: str | None
+    alternate: bool
+    offset: int
     reason: WaitReason | None = None
 
 

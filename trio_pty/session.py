@@ -24,8 +24,18 @@ import trio
 
 from .errors import NotRunning, WriteTimeout
 from .limits import Limits
-from .model import ExitEvent, OutputChunk, ReadPage, SessionInfo, Status, Wait, WaitReason
+from .model import (
+    ExitEvent,
+    OutputChunk,
+    ReadPage,
+    Screen,
+    SessionInfo,
+    Status,
+    Wait,
+    WaitReason,
+)
 from .output.buffer import OutputBuffer
+from .output.echo import after_echo
 from .output.search import CompiledPattern
 from .output.stubber import QueryResponder
 from .posix import reap, spawn
@@ -40,6 +50,7 @@ _READS_PER_WAKEUP: Final = 64  # then yield, so one flooding session cannot star
 _WRITE_CHUNK: Final = 16_384
 _SAFE_START_SCAN: Final = 65_536
 _EIO_POLL: Final = 0.05  # how often a master whose slave ends are all closed is retried
+_SCREEN_RECHECK: Final = 0.005  # a screen wait looks again at most this often under a flood
 
 
 class Session:
@@ -131,6 +142,7 @@ class Session:
             max_line_length=limits.max_line_length,
             max_escape_length=limits.max_escape_length,
         )
+        self.output.note_size(rows, cols)
         self._limits = limits
         self._manager_id = manager_id
         self._table = table
@@ -189,6 +201,7 @@ class Session:
             error=self.error,
             shell=self.shell.name if self.shell is not None else None,
             at_prompt=self.shell is not None and self.shell.at_prompt,
+            terminal_title=self.output.terminal_title,
         )
 
     # ----------------------------------------------------------------- the task tree
@@ -495,6 +508,7 @@ class Session:
         has_output: Callable[[], bool],
         first_line_prefix: str | None = None,
         prompts_seen: int | None = None,
+        echo: Sequence[str] = (),
     ) -> WaitReason:
         """Block until `pattern` matches a line at or after `start_line`, the output has been
         quiet for idle_ms (once `has_output()`), the shell has shown more than `prompts_seen`
@@ -502,29 +516,43 @@ class Session:
 
         Waiters park on the session's lot and wake on new output: no polling. With
         `first_line_prefix`, the first line only matches in the text after that prefix
-        (what it held before a write), so send-and-wait never matches a stale prompt.
+        (what it held before a write), so send-and-wait never matches a stale prompt. With
+        `echo` (what each line of a write echoes as, see `output.echo`), the lines from
+        `start_line` on match only in the text after their echo, so a wait never matches
+        the command it was sent with.
         """
         limits = self._limits
         timeout_ms = spec.timeout_ms if spec.timeout_ms is not None else limits.default_wait_ms
         idle = spec.idle_ms / 1000 if spec.idle_ms is not None else None
         line = start_line
+        echoed = 0  # echo lines done with
         with trio.move_on_after(timeout_ms / 1000):
             while True:
                 if prompts_seen is not None and self._prompts() > prompts_seen:
                     return "prompt"
                 if pattern is not None:
-                    if first_line_prefix is not None:
+                    searching = True
+                    if echoed < len(echo):
+                        matched, echoed = self._match_echo(
+                            pattern, start_line, first_line_prefix or "", echo, echoed
+                        )
+                        if matched:
+                            return "matched"
+                        line = max(line, start_line + echoed)
+                        searching = echoed == len(echo)
+                    elif first_line_prefix is not None and not echo:
                         if self._matches_after_prefix(pattern, start_line, first_line_prefix):
                             return "matched"
                         line = max(line, start_line + 1)
-                    found, line = self.output.search_from(
-                        pattern, line, max_scan_bytes=limits.search_slice_bytes
-                    )
-                    if found is not None:
-                        return "matched"
-                    if line < self.output.complete_lines:
-                        await trio.lowlevel.checkpoint()  # a slice done: let others run
-                        continue
+                    if searching:
+                        found, line = self.output.search_from(
+                            pattern, line, max_scan_bytes=limits.search_slice_bytes
+                        )
+                        if found is not None:
+                            return "matched"
+                        if line < self.output.complete_lines:
+                            await trio.lowlevel.checkpoint()  # a slice done: let others run
+                            continue
                 if self.output_complete:
                     return "exited"
                 wake_at = math.inf
@@ -548,6 +576,30 @@ class Session:
             await self._output_lot.park()
         return True
 
+    def _match_echo(
+        self, pattern: CompiledPattern, start_line: int, prefix: str, echo: Sequence[str], done: int
+    ) -> tuple[bool, int]:
+        """Check the lines a write's echo lands on (`output.echo`), from `done` on: (matched,
+        how many are done with). A line still receiving its echo waits; a complete one is
+        checked once."""
+        complete = self.output.complete_lines
+        while done < len(echo):
+            number = start_line + done
+            lines = self.output.read(number, 1).lines
+            finished = number < complete
+            if not lines or lines[0].number != number:  # hidden, gone, or not there yet
+                if not finished:
+                    return False, done
+                done += 1
+                continue
+            rest = after_echo(lines[0].text, prefix if done == 0 else "", echo[done])
+            if rest is not None and pattern.search(rest) is not None:
+                return True, done
+            if not finished:
+                return False, done
+            done += 1
+        return False, done
+
     async def search(self, offset: int, limit: int, pattern: CompiledPattern) -> ReadPage:
         """Up to `limit` lines matching `pattern` at or after line `offset`.
 
@@ -568,6 +620,36 @@ class Session:
             lines += page.lines
             missed += page.missed_lines
         return attrs.evolve(page, lines=lines, missed_lines=missed)
+
+    async def wait_screen(
+        self, spec: Wait, *, pattern: CompiledPattern | None, snapshot: Callable[[], Screen]
+    ) -> Screen:
+        """Take snapshots until a screen line matches `pattern`, the output has been quiet
+        for idle_ms, the output is complete, or the timeout; the last one says why.
+
+        It looks again when output arrives, at most every _SCREEN_RECHECK seconds: under a
+        flood a snapshot per reader wake-up would cost more than the flood."""
+        limits = self._limits
+        timeout_ms = spec.timeout_ms if spec.timeout_ms is not None else limits.default_wait_ms
+        idle = spec.idle_ms / 1000 if spec.idle_ms is not None else None
+        with trio.move_on_after(timeout_ms / 1000):
+            while True:
+                screen = snapshot()
+                checked_at = trio.current_time()
+                if pattern is not None and any(pattern.search(line) for line in screen.lines):
+                    return attrs.evolve(screen, reason="matched")
+                if self.output_complete:
+                    return attrs.evolve(screen, reason="exited")
+                wake_at = math.inf
+                if idle is not None and self.output.end_offset:
+                    wake_at = self._last_output_at + idle
+                    if checked_at >= wake_at:
+                        return attrs.evolve(screen, reason="idle")
+                with trio.move_on_at(wake_at):
+                    while self.output.end_offset == screen.offset and not self.output_complete:
+                        await self._output_lot.park()
+                    await trio.sleep_until(checked_at + _SCREEN_RECHECK)
+        return attrs.evolve(snapshot(), reason="timeout")
 
     def _matches_after_prefix(self, pattern: CompiledPattern, line: int, prefix: str) -> bool:
         lines = self.output.read(line, 1).lines
@@ -641,6 +723,7 @@ class Session:
         self._check_running()
         spawn.set_window_size(self._master, rows, cols)
         self.rows, self.cols = rows, cols
+        self.output.note_size(rows, cols)
 
 
 class Attachment:

@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .. import errors, model
-from .lines import DEFAULT_STRETCH, LineLog
+from . import modes
+from .lines import DEFAULT_STRETCH, HIDDEN, LineLog
 from .ring import DEFAULT_BLOCK_SIZE, ByteRing
 from .search import CompiledPattern
+
+MAX_SIZE_RECORDS = 256
+
+
+class SizeRecord(NamedTuple):
+    """The window size from output offset `offset` on (`seq` orders records at one offset)."""
+
+    seq: int
+    offset: int
+    rows: int
+    cols: int
 
 
 class OutputBuffer:
@@ -15,7 +29,7 @@ class OutputBuffer:
     is computed when lines are read, and cached.
     """
 
-    __slots__ = ("_log", "_ring")
+    __slots__ = ("_log", "_ring", "_sizes", "_title", "_title_scanned")
 
     def __init__(
         self,
@@ -33,6 +47,46 @@ class OutputBuffer:
             max_escape_length=max_escape_length,
             stretch=stretch,
         )
+        self._sizes: list[SizeRecord] = []
+        self._title: str | None = None
+        self._title_scanned = 0
+
+    # ------------------------------------------------------------------ terminal state
+
+    def note_size(self, rows: int, cols: int) -> None:
+        """The window is `rows` x `cols` from the next byte on (a screen replay applies
+        each size at its offset). Records older than the retained output are dropped."""
+        sizes = self._sizes
+        end = self.end_offset
+        seq = sizes[-1].seq + 1 if sizes else 0
+        if sizes and sizes[-1].offset == end:
+            sizes.pop()  # nothing was written at the size it replaces
+        sizes.append(SizeRecord(seq, end, rows, cols))
+        start = self.start_offset
+        while len(sizes) > 1 and (sizes[1].offset <= start or len(sizes) > MAX_SIZE_RECORDS):
+            del sizes[0]
+
+    @property
+    def sizes(self) -> list[SizeRecord]:
+        """The window sizes in force over the retained output, oldest first (at least one)."""
+        if not self._sizes:
+            raise ValueError("note_size was never called")
+        return list(self._sizes)
+
+    @property
+    def terminal_title(self) -> str | None:
+        """The window title the program set last (OSC 0 or 2), or None. Scans only the bytes
+        written since the last call (a title that rotated out unseen is not known)."""
+        end = self.end_offset
+        if self._title_scanned < end:
+            start = max(self._title_scanned - modes.LONGEST_TITLE, self.start_offset)
+            last = None
+            for _, raw in self._ring.finditer(modes.TITLES, start, end, modes.LONGEST_TITLE):
+                last = raw
+            if last is not None:
+                self._title = modes.title_of(last)
+            self._title_scanned = end
+        return self._title
 
     # ------------------------------------------------------------------ bytes
 
@@ -118,9 +172,14 @@ class OutputBuffer:
         complete = log.complete_lines
         lines: list[model.Line]
         if pattern is None:
-            stop = min(start + limit, total) if start < total else start
-            texts = log.lines(start, stop)
-            lines = [model.Line(start + i, log.cut(text)) for i, text in enumerate(texts)]
+            # Hidden lines (a full-screen program's) are skipped: read on until the page
+            # holds `limit` lines or the output ends.
+            lines = []
+            stop = start
+            while len(lines) < limit and stop < total:
+                end = min(stop + limit - len(lines), total)
+                lines += self._visible(stop, log.lines(stop, end))
+                stop = end
             has_more = stop < total
             next_offset = min(stop, complete) if stop > start else start
         else:
@@ -139,6 +198,33 @@ class OutputBuffer:
             next_offset=next_offset,
             missed_lines=missed,
         )
+
+    def tail(self, count: int) -> model.ReadPage:
+        """The last `count` lines (hidden lines skipped); `next_offset` is where a read of
+        what comes next starts (the unfinished last line, shown again grown, or the end)."""
+        if count < 0:
+            raise errors.InvalidInput("tail", f"must not be negative, got {count}")
+        log = self._log
+        first = log.first_line
+        total = log.total_lines
+        lines: list[model.Line] = []
+        start = total
+        while len(lines) < count and start > first:
+            low = max(first, start - (count - len(lines)))
+            lines[:0] = self._visible(low, log.lines(low, start))
+            start = low
+        return model.ReadPage(
+            lines=lines,
+            total_lines=total,
+            first_line=first,
+            has_more=False,
+            next_offset=min(total, log.complete_lines),
+        )
+
+    def _visible(self, start: int, texts: list[str]) -> list[model.Line]:
+        """Lines numbered from `start`, hidden ones left out, long ones cut."""
+        cut = self._log.cut
+        return [model.Line(start + i, cut(text)) for i, text in enumerate(texts) if text != HIDDEN]
 
     def search_from(
         self, pattern: CompiledPattern, start_line: int, *, max_scan_bytes: int | None = None

@@ -10,6 +10,7 @@ and memory stays below capacity + one block.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 DEFAULT_BLOCK_SIZE = 65536
 
@@ -175,6 +176,26 @@ class ByteRing:
                 return start + (found - lo)
             start += hi - lo
         return -1
+
+    def finditer(
+        self, pattern: Any, start: int, stop: int, longest: int
+    ) -> Iterator[tuple[int, bytes]]:
+        """(offset, bytes) of each match of a compiled pattern (RE2 or re) in [start, stop),
+        in order, without copying the range: each block is searched in place, and the few
+        bytes around each block boundary for a match across it (matches are at most
+        `longest` bytes; none may overlap another)."""
+        self._check(start, stop)
+        pos = previous = start
+        for block, lo, hi in list(self._spans(start, stop)):
+            if pos > start:  # a boundary: what starts in the previous piece and crosses it
+                low = max(start, pos - longest)
+                around = self.read(low, min(stop, pos + longest))
+                for match in pattern.finditer(around):
+                    if previous <= low + match.start() < pos < low + match.end():
+                        yield low + match.start(), bytes(match.group())
+            for match in pattern.finditer(block, lo, hi):
+                yield pos + match.start() - lo, bytes(match.group())
+            previous, pos = pos, pos + hi - lo
 
     def byte_at(self, offset: int) -> int:
         """The byte at `offset`; the byte just before start_offset is still available."""

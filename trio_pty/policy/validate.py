@@ -123,6 +123,15 @@ def owner(value: object, limits: Limits) -> str:
     return text
 
 
+def reader(value: object, limits: Limits) -> str:
+    """The key of a read cursor (`Manager.read(since="last")`), bounded like an owner."""
+    text, _ = _text("reader", value)
+    if not text:
+        raise InvalidInput("reader", "must not be empty")
+    _max_chars("reader", text, limits.max_owner_length)
+    return text
+
+
 def command(value: object, limits: Limits) -> str:
     """The program to run; counted in bytes because that is what execve carries."""
     text, size = _text("command", value)

@@ -1,0 +1,291 @@
+"""The lazy screen: modes found by scanning, where a replay may start, chunking independence,
+the LRU of live emulators, the title; and the line log against the emulator: edited lines and
+full-screen programs."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trio_pty.output import compile_pattern, modes
+from trio_pty.output.buffer import OutputBuffer
+from trio_pty.output.lines import char_width
+from trio_pty.output.screen import LiveScreen, ScreenCache, scroll_start
+
+
+def buffer_of(
+    data: bytes = b"", *, rows: int = 6, cols: int = 30, capacity: int = 1 << 20
+) -> OutputBuffer:
+    buffer = OutputBuffer(capacity, max_line_length=2000, max_escape_length=4096)
+    buffer.note_size(rows, cols)
+    if data:
+        buffer.append(data)
+    return buffer
+
+
+def from_the_start(buffer: OutputBuffer) -> list[str]:
+    """What the screen shows when every byte is fed from offset 0: the truth."""
+    data, base = buffer.snapshot_with_offset()
+    assert base == 0
+    live = LiveScreen._start(buffer, data, 0, [], 0, modes.Modes(), fill=False)
+    assert live is not None
+    screen = live.image("x", None)
+    return [*screen.lines, repr(screen.cursor), repr(screen.cursor_visible)]
+
+
+def seen(buffer: OutputBuffer) -> list[str]:
+    screen = LiveScreen.replay(buffer).image("x", None)
+    return [*screen.lines, repr(screen.cursor), repr(screen.cursor_visible)]
+
+
+# Pieces of terminal output, full-screen programs' included: what a replay start must get right.
+PIECES = [
+    b"plain text",
+    b"\r\n",
+    b"\n",
+    b"\r",
+    b"\x08",
+    b"\t",
+    "日本語 ✓ é".encode(),
+    b"\x1b[31mred\x1b[0m",
+    b"\x1b[K",
+    b"\x1b[2K",
+    b"\x1b[3D",
+    b"\x1b[5G",
+    b"\x1b[2P",
+    b"\x1b[2@",
+    b"\x1b[A",
+    b"\x1b[2B",
+    b"\x1b[3;4H",
+    b"\x1b[H",
+    b"\x1b[H\x1b[2J",
+    b"\x1b[2J",
+    b"\x1b[J",
+    b"\x1b[?1049h",
+    b"\x1b[?1049l",
+    b"\x1b[?47h",
+    b"\x1b[?25l",
+    b"\x1b[?25h",
+    b"\x1b[2;4r",
+    b"\x1b[r",
+    b"\x1b[?6h",
+    b"\x1b[?6l",
+    b"\x1b[?7l",
+    b"\x1b[?7h",
+    b"\x1b[4h",
+    b"\x1b[4l",
+    b"\x1b(0lqk",
+    b"\x1b(B",
+    b"\x0e",
+    b"\x0f",
+    b"\x1b7",
+    b"\x1b8",
+    b"\x1bM",
+    b"\x1bc",
+    b"\x1b]2;title\x07",
+    b"\x1b[L",
+    b"\x1b[M",
+    b"\x1b[S",
+]
+streams = st.lists(st.sampled_from(PIECES) | st.binary(max_size=8), max_size=60)
+lines_of_text = st.lists(st.text("abc xyz日", max_size=40), min_size=1, max_size=20)
+
+
+@given(streams, streams, lines_of_text)
+def test_a_late_start_shows_what_a_replay_from_the_first_byte_shows(
+    before: list[bytes], after: list[bytes], lines: list[str]
+) -> None:
+    # Plain lines in the middle give the scroll start a chance; the pieces around them
+    # give resets, clears, homes and modes every chance to be mis-carried.
+    middle = "".join(line + "\r\n" for line in lines).encode()
+    buffer = buffer_of(b"".join(before) + middle + b"".join(after))
+    assert seen(buffer) == from_the_start(buffer)
+
+
+@given(streams, st.lists(st.integers(0, 400), max_size=6))
+def test_feeding_in_pieces_is_feeding_at_once(pieces: list[bytes], cuts: list[int]) -> None:
+    data = b"".join(pieces)
+    whole = buffer_of(data)
+    parts = buffer_of()
+    cache = ScreenCache(4, 60)
+    last = 0
+    for cut in sorted({min(cut, len(data)) for cut in cuts}):
+        parts.append(data[last:cut])
+        cache.snapshot("s", parts, 0.0)
+        last = cut
+    parts.append(data[last:])
+    shot = cache.snapshot("s", parts, 0.0)
+    assert [*shot.lines, repr(shot.cursor), repr(shot.cursor_visible)] == from_the_start(whole)
+    assert shot.alternate == LiveScreen.replay(whole).image("x", None).alternate
+
+
+def test_resizes_apply_at_their_offsets() -> None:
+    buffer = buffer_of(b"a" * 5 + b"\r\n", rows=3, cols=10)
+    buffer.note_size(3, 30)
+    buffer.append(b"b" * 35)  # wraps at 30 columns, not at 10
+    shot = LiveScreen.replay(buffer).image("x", None)
+    assert (shot.rows, shot.cols) == (3, 30)
+    assert shot.lines == ["aaaaa", "b" * 30, "b" * 5]
+    cache = ScreenCache(2, 60)
+    cache.snapshot("s", buffer, 0.0)
+    buffer.note_size(4, 12)  # with no output since: the live emulator still resizes
+    assert cache.snapshot("s", buffer, 0.0).rows == 4
+
+
+def test_a_scroll_start_needs_a_screenful_of_rows_that_move_forward() -> None:
+    rows = 3  # 2 x 3 - 1 = 5 line feeds scroll away every row, wherever the cursor was
+    assert scroll_start(b"x\r\na\r\nb\r\nc\r\nd\r\ne\r\nf", rows) == 3
+    assert scroll_start(b"a\r\nb\r\nc\r\nd\r\ne", rows) == -1  # not enough rows
+    assert scroll_start(b"x\r\na\r\nb\x1b[A\r\nc\r\nd\r\ne\r\nf", rows) == -1  # moves up
+    assert scroll_start(b"x\na\nb\nc\nd\ne\nf", rows) == -1  # bare LF: column unknown
+    coloured = b"x\r\n\x1b[1ma\x1b[0m\x1b[K\r\nb\x1b]0;t\x07\r\nc\r\nd\r\ne\r\nf"
+    assert scroll_start(coloured, rows) == 3
+
+
+def test_alternate_screen_title_and_cursor_visibility() -> None:
+    buffer = buffer_of(b"shell$ \x1b]2;my title\x07")
+    cache = ScreenCache(2, 60)
+    assert cache.snapshot("s", buffer, 0.0).title == "my title"
+    buffer.append(b"\x1b[?1049h\x1b[H\x1b[2J\x1b[?25lfull screen")
+    shot = cache.snapshot("s", buffer, 0.0)
+    assert shot.alternate and not shot.cursor_visible and shot.lines[0] == "full screen"
+    assert shot.offset == buffer.end_offset
+    buffer.append(b"\x1b[?104")  # a switch split across two snapshots
+    cache.snapshot("s", buffer, 0.0)
+    buffer.append(b"9l\x1b[?25h")
+    shot = cache.snapshot("s", buffer, 0.0)
+    assert not shot.alternate and shot.cursor_visible and shot.lines[0] == "shell$"
+
+
+def test_wide_characters_once_and_cursor_in_cells() -> None:
+    shot = LiveScreen.replay(buffer_of("日本語|".encode())).image("x", None)
+    assert shot.lines[0] == "日本語|" and shot.cursor == (0, 7)
+
+
+def test_the_cache_keeps_at_most_capacity_and_drops_idle_emulators() -> None:
+    cache = ScreenCache(2, 10.0)
+    buffers = {key: buffer_of(key.encode()) for key in "abc"}
+    for key, buffer in buffers.items():
+        cache.snapshot(key, buffer, 0.0)
+    assert len(cache) == 2 and "a" not in cache
+    cache.snapshot("b", buffers["b"], 5.0)
+    cache.expire(12.0)
+    assert "c" not in cache and "b" in cache
+    cache.discard("b")
+    assert len(cache) == 0
+
+
+def test_an_emulator_behind_the_ring_is_rebuilt() -> None:
+    buffer = buffer_of(b"first\r\n", capacity=64)
+    cache = ScreenCache(2, 60)
+    cache.snapshot("s", buffer, 0.0)
+    buffer.append(b"x" * 100 + b"\r\nlast")  # rotates past what the emulator was fed
+    assert cache.snapshot("s", buffer, 0.0).lines[:3] == ["x" * 30, "x" * 28, "last"]
+
+
+def test_modes_fold() -> None:
+    state = modes.Modes()
+    data = b"\x1b[?1049;25l\x1b[2;5r\x1b[?6h\x1b[?2004h\x1b[?7l\x1b[4;20h\x1b[?25l"
+    for event in modes.scan(data):
+        state.apply(event)
+    assert state.region == (2, 5) and state.origin and not state.autowrap
+    assert state.insert and state.newline and not state.alternate
+    assert state.preamble(24) == "\x1b[2;5r\x1b[?6h\x1b[?7l\x1b[4h\x1b[20h"
+    assert modes.cursor_hidden(data, len(data)) and not modes.cursor_hidden(data, 10)
+    for event in modes.scan(b"\x1bc"):
+        state.apply(event)
+    assert state == modes.Modes()
+
+
+def test_title_scan_is_incremental_and_sees_split_sequences() -> None:
+    buffer = buffer_of(b"\x1b]0;first\x07")
+    assert buffer.terminal_title == "first"
+    buffer.append(b"\x1b]2;sec")
+    assert buffer.terminal_title == "first"
+    buffer.append(b"ond\x1b\\ text")
+    assert buffer.terminal_title == "second"
+
+
+# Editing within a row, as shells and progress bars do it.
+EDITS = st.sampled_from(["a", "bc", "hello", " ", "日", "本語", "\r", "\x08", "\t"]) | st.builds(
+    lambda count, final: f"\x1b[{count}{final}",
+    st.sampled_from(["", "0", "1", "2", "3", "7"]),
+    st.sampled_from(list("DCGKPX@")),
+)
+
+
+def expand_tabs(text: str) -> str:
+    """A TAB as the terminal shows it: blanks to the next multiple of 8 (in cells)."""
+    out, col = [], 0
+    for char in text:
+        if char == "\t":
+            out.append(" " * (8 - col % 8))
+            col += 8 - col % 8
+        else:
+            out.append(char)
+            col += char_width(char)
+    return "".join(out)
+
+
+@given(st.lists(EDITS, max_size=30), st.text("xyz", max_size=5))
+def test_the_line_log_ends_an_edited_line_as_the_emulator_shows_it(
+    edits: list[str], prompt: str
+) -> None:
+    # A wide window, so that the emulator's right margin never comes into play.
+    line = (prompt + "".join(edits)).encode()
+    output = buffer_of(line + b"\r\n", rows=3, cols=300)
+    shown = ScreenCache(1, 60).snapshot("s", output, 0.0).lines[0]
+    logged = output.read(0, 1).lines[0].text
+    assert expand_tabs(logged).rstrip(" ") == shown
+
+
+NOT_KEPT = "its screen is not kept as lines]"
+
+
+def test_alternate_screen_output_is_one_marker_line_and_the_screen_shows_it() -> None:
+    output = buffer_of(b"$ vim notes\r\n\x1b[?1049h\x1b[H\x1b[2Jline 1\r\n~\r\n~", rows=4)
+    page = output.read(0, 100)
+    assert [(line.number, line.text) for line in page.lines] == [
+        (0, "$ vim notes"),
+        (1, "[full-screen program running since output byte 13: see the screen]"),
+    ]
+    assert page.total_lines == 4
+    screen = LiveScreen.replay(output).image("x", None)
+    assert screen.alternate and screen.lines[:3] == ["line 1", "~", "~"]
+    output.append(b"\x1b[?1049l$ ls\r\nfile\r\n")
+    page = output.read(0, 100)
+    assert [(line.number, line.text) for line in page.lines] == [
+        (0, "$ vim notes"),
+        (1, "[full-screen program ran here (output bytes 13-48, 2 lines): " + NOT_KEPT),
+        (3, "$ ls"),
+        (4, "file"),
+    ]
+    assert [line.number for line in output.tail(3).lines] == [1, 3, 4]
+    found, _ = output.search_from(compile_pattern("~|.*", ignore_case=False, max_length=9), 2)
+    assert found is not None and found.number == 3  # hidden lines never match
+    assert output.last_nonblank_line() == "file"
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            [b"text", b"\r\n", b"\x1b[?1049h", b"\x1b[?1049l", b"\x1b[?47h", b"\x1bc", b"\x1b[?104"]
+        ),
+        max_size=40,
+    ),
+    st.lists(st.integers(0, 200), max_size=8),
+)
+def test_alternate_screen_spans_do_not_depend_on_chunking_or_reads(
+    pieces: list[bytes], cuts: list[int]
+) -> None:
+    data = b"".join(pieces)
+    whole = buffer_of(data)
+    parts = buffer_of()
+    last = 0
+    for cut in sorted({min(cut, len(data)) for cut in cuts}):
+        parts.append(data[last:cut])
+        parts.read(0, 1000)
+        last = cut
+    parts.append(data[last:])
+    assert parts.read(0, 1000) == whole.read(0, 1000)
+    assert parts.tail(5) == whole.tail(5)

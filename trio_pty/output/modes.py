@@ -1,0 +1,246 @@
+"""Terminal state found by scanning raw output: modes, the alternate screen, the title.
+
+A screen replay that starts in the middle of the output (see `screen.py`) needs the state the
+terminal was in at that point; the emulator cannot say, since it has not seen the bytes before.
+Most of what shapes a screen's text is set by a few rare sequences (the alternate screen, the
+scroll region, origin, auto-wrap, insert and newline modes, tab stops, character sets), so one
+RE2 pass over the bytes finds them (about 0.3 ms per MB of log output, 2 ms per MB of `top`:
+RE2's DFA skips the colour codes that dominate such output) and a fold turns them into the
+state at any offset; the cursor's visibility, toggled far more often, is found with rfind.
+The window title (OSC 0 and 2) comes from the same kind of scan.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import attrs
+import re2
+
+MAX_TITLE_BYTES = 512  # RE2 bounds a repetition at 1000
+ALTERNATE_MODES = frozenset({47, 1047, 1049})
+_MAX_PARAMS = 32  # bytes of parameters a mode sequence may carry here
+
+
+def _compile(pattern: bytes) -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    return re2.compile(pattern, options)
+
+
+# Only the modes that matter, so that output full of other mode changes (vim hides and shows
+# the cursor around every redraw, shells toggle bracketed paste at every prompt) costs no
+# Python work per sequence. Every alternative starts with ESC, which lets RE2 skip to the
+# next ESC at memchr speed (SO, the one state change without ESC, is found with rfind); each
+# is told apart by its bytes in `_event`.
+_SOME = rb"(?:[0-9;]{0,%d};)?(?:%s)(?:;[0-9;]{0,%d})?[hl]"
+_PRIVATE = _SOME % (_MAX_PARAMS, b"6|7|47|1047|1049", _MAX_PARAMS)
+_ANSI = _SOME % (_MAX_PARAMS, b"4|20", _MAX_PARAMS)
+_EVENTS = _compile(
+    rb"\x1b(?:\[\?"
+    + _PRIVATE  # origin, auto-wrap, the alternate screen
+    + rb"|\["
+    + _ANSI  # insert and newline modes
+    + rb"|\[[0-9]{0,5}(?:;[0-9]{0,5})?r"  # DECSTBM: the scroll region
+    + rb"|\[[03]?g|H"  # tab stops cleared or set
+    + rb"|c"  # RIS: full reset
+    + rb"|[()]0"  # G0 or G1 designated as DEC line drawing
+    + rb"|\[(?:1?(?:;1?)?)?[Hf])"  # cursor home
+)
+_SWITCHES = _compile(
+    rb"\x1b\[\?" + _SOME % (_MAX_PARAMS, b"47|1047|1049", _MAX_PARAMS) + rb"|\x1bc"
+)
+_SAVES = _compile(rb"\x1b[78]|\x1b\[[su]")
+_TITLES = _compile(rb"\x1b\][02];([^\x07\x1b\n]{0,%d})(?:\x07|\x1b\\)" % MAX_TITLE_BYTES)
+_CLEARS = (b"\x1b[2J", b"\x1b[J", b"\x1b[0J")
+LONGEST_TITLE = 4 + MAX_TITLE_BYTES + 2
+
+
+class Event(NamedTuple):
+    """One state-changing sequence at [start, end) of the scanned bytes."""
+
+    start: int
+    end: int
+    kind: str  # private, ansi, region, tabs, reset, designate, home
+    on: bool = False  # modes: set (h) or reset (l); home: followed by an erase of the screen
+    params: tuple[int, ...] = ()  # modes: their numbers; region: top, bottom; designate: G
+
+
+def _numbers(raw: bytes) -> tuple[int, ...]:
+    return tuple(int(part) if part else 0 for part in raw.split(b";"))
+
+
+def _event(data: bytes, start: int, end: int) -> Event:
+    raw = data[start:end]
+    last = raw[-1:]
+    if raw == b"\x1bc":
+        return Event(start, end, "reset")
+    if raw == b"\x1bH" or last == b"g":
+        return Event(start, end, "tabs")
+    if raw[1:2] in (b"(", b")"):
+        return Event(start, end, "designate", params=(raw[1] - 0x28,))
+    if last == b"r":
+        return Event(start, end, "region", params=_numbers(raw[2:-1]))
+    if last in (b"H", b"f"):
+        return Event(start, end, "home", on=data.startswith(_CLEARS, end))
+    if raw.startswith(b"\x1b[?"):
+        return Event(start, end, "private", on=last == b"h", params=_numbers(raw[3:-1]))
+    return Event(start, end, "ansi", on=last == b"h", params=_numbers(raw[2:-1]))
+
+
+def scan(data: bytes, pos: int = 0) -> Iterator[Event]:
+    """Every state-changing sequence in data[pos:], in order."""
+    for match in _EVENTS.finditer(data, pos):
+        yield _event(data, *match.span())
+
+
+SWITCHES = _SWITCHES
+"""Switches to and from the alternate screen (and full resets): see `switch_state`."""
+LONGEST_SWITCH = 4 + 2 * _MAX_PARAMS + 5
+
+
+def switch_state(raw: bytes) -> bool:
+    """Whether a match of SWITCHES turns the alternate screen on (a full reset leaves it)."""
+    return raw[1] != 0x63 and raw[-1] == 0x68
+
+
+def alternate_switches(data: bytes, pos: int = 0) -> Iterator[tuple[int, int, bool]]:
+    """(start, end, on) of every switch to (on) or from the alternate screen in data[pos:];
+    a full reset (RIS) leaves it."""
+    for match in _SWITCHES.finditer(data, pos):
+        start, end = match.span()
+        yield start, end, switch_state(data[start:end])
+
+
+def saved_cursors(data: bytes) -> tuple[list[int], list[int]]:
+    """Where `data` saves (ESC 7, CSI s) and restores (ESC 8, CSI u) the cursor."""
+    saves: list[int] = []
+    restores: list[int] = []
+    for match in _SAVES.finditer(data):
+        start = match.start()
+        (saves if data[start + 1 : start + 3] in (b"7", b"[s") else restores).append(start)
+    return saves, restores
+
+
+TITLES = _TITLES
+"""Window titles (OSC 0 and 2): see `title_of`."""
+
+
+def title_of(raw: bytes) -> str:
+    """The title a match of TITLES sets."""
+    body = raw[4:-1] if raw.endswith(b"\x07") else raw[4:-2]
+    return bytes(body).decode("utf-8", "replace")
+
+
+@attrs.define
+class Modes:
+    """The modes that shape a screen's text, as a fold over `Event`s."""
+
+    alternate: bool = False
+    region: tuple[int, int] = (0, 0)  # top, bottom as sent (0: the edge)
+    origin: bool = False
+    autowrap: bool = True
+    insert: bool = False
+    newline: bool = False
+    tabs_changed: bool = False
+
+    def apply(self, event: Event) -> None:
+        kind = event.kind
+        if kind == "private":
+            for mode in event.params:
+                if mode in ALTERNATE_MODES:
+                    self.alternate = event.on
+                elif mode == 6:
+                    self.origin = event.on
+                elif mode == 7:
+                    self.autowrap = event.on
+        elif kind == "ansi":
+            if 4 in event.params:
+                self.insert = event.on
+            if 20 in event.params:
+                self.newline = event.on
+        elif kind == "region":
+            top = event.params[0]
+            bottom = event.params[1] if len(event.params) > 1 else 0
+            self.region = (top, bottom)
+        elif kind == "tabs":
+            self.tabs_changed = True
+        elif kind == "reset":
+            for field in attrs.fields(Modes):
+                setattr(self, field.name, field.default)
+
+    def full_region(self, rows: int) -> bool:
+        top, bottom = self.region
+        return top <= 1 and (bottom == 0 or bottom >= rows)
+
+    def preamble(self, rows: int) -> str:
+        """Sequences that put a fresh emulator into these modes (the alternate screen and
+        the tab stops excepted: the caller handles the one, and cannot restore the other)."""
+        parts = []
+        if not self.full_region(rows):
+            top, bottom = self.region
+            parts.append(f"\x1b[{top};{bottom}r")
+        if self.origin:
+            parts.append("\x1b[?6h")
+        if not self.autowrap:
+            parts.append("\x1b[?7l")
+        if self.insert:
+            parts.append("\x1b[4h")
+        if self.newline:
+            parts.append("\x1b[20h")
+        return "".join(parts)
+
+
+def cursor_hidden(data: bytes, pos: int) -> bool:
+    """Whether the cursor was hidden at data[pos] (CSI ? 25 l, not shown again since)."""
+    return data.rfind(b"\x1b[?25l", 0, pos) > data.rfind(b"\x1b[?25h", 0, pos)
+
+
+def charsets(data: bytes, events: list[Event], pos: int) -> str:
+    """Sequences that restore the character sets in force at data[pos]: G0/G1 as DEC line
+    drawing (designated and not yet put back to ASCII with ESC ( B / ESC ) B) and SO."""
+    parts = []
+    for which, back in ((0, b"\x1b(B"), (1, b"\x1b)B")):
+        start = _last_before(events, pos, "designate", which)
+        if start >= 0 and data.find(back, start, pos) < 0:
+            parts.append("\x1b(0" if which == 0 else "\x1b)0")
+    shifted = data.rfind(b"\x0e", 0, pos)
+    reset = _last_before(events, pos, "reset", None)
+    if shifted > reset and data.find(b"\x0f", shifted, pos) < 0:
+        parts.append("\x0e")
+    return "".join(parts)
+
+
+def _last_before(events: list[Event], pos: int, kind: str, which: int | None) -> int:
+    found = -1
+    for event in events:
+        if event.start >= pos:
+            break
+        if event.kind == kind and (which is None or event.params[0] == which):
+            found = event.start
+        elif event.kind == "reset":
+            found = -1  # ESC c puts every character set back
+    return found
+
+
+# What may appear in a stretch of output that only moves forward (see `screen.scroll_start`):
+# text, CR, LF, BS, TAB, BEL, SO/SI, and these sequences, none of which leaves the row.
+_SEQUENCE = re.compile(
+    rb"\x1b(?:\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]|\][^\x07\x1b]*(?:\x07|\x1b\\)"
+    rb"|[\x20-\x2f]+[\x30-\x7e]|[\x30-\x7e])?|[\x0b\x0c]"
+)
+_IN_ROW = re.compile(
+    rb"\x1b\[[0-9;:]*[mKCDGPX@`a]"  # colours; erase, move, delete, insert within the row
+    rb"|\x1b\[[>=][0-9;]*m"  # key modifier settings (vim's CSI > 4;2 m)
+    rb"|\x1b\[\?(?:1|12|25|1000|1002|1003|1004|1005|1006|1015|2004|2026)[hl]"  # input, cursor
+    rb"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC: titles, hyperlinks, shell marks
+    rb"|\x1b[()][0-9A-Za-z]|\x1b[=>]"  # character sets, keypad
+)
+
+
+def stays_in_rows(data: bytes) -> bool:
+    """True when `data` holds nothing that moves the cursor to another row other than by
+    a line feed, edits other rows, or changes a mode that shapes the text."""
+    return all(_IN_ROW.fullmatch(match.group()) for match in _SEQUENCE.finditer(data))
