@@ -32,8 +32,8 @@ TITLE = "Teardown stress"
 KINDS: dict[str, tuple[str, list[str]]] = {
     # Exits on SIGTERM.
     "term": ("sh", ["-c", "echo ready; sleep 1000"]),
-    # Ignores SIGTERM (so do the sleeps it keeps forking): only SIGKILL ends it.
-    "ignore": ("sh", ["-c", "trap '' TERM; echo ready; while :; do sleep 1; done"]),
+    # Ignores SIGHUP and SIGTERM (so do the sleeps it keeps forking): only SIGKILL ends it.
+    "ignore": ("sh", ["-c", "trap '' HUP TERM; echo ready; while :; do sleep 1; done"]),
     # Forks grandchildren in its own process group.
     "grandchildren": ("sh", ["-c", "sleep 1000 & sleep 1000 & echo ready; wait"]),
     # Job-control shell (ignores SIGTERM) with a background pipeline in its own group.
@@ -49,14 +49,14 @@ SPAWN_CONCURRENCY = 16
 
 METHOD = """\
 Each run starts N sessions, cycling through six kinds: a child that exits on SIGTERM
-(`sh -c 'echo ready; sleep 1000'`), one that ignores SIGTERM and keeps forking `sleep 1`
-children that ignore it too, one that forks two grandchildren, an interactive `bash` (which
-ignores SIGTERM) running the background pipeline `sleep 1000 | cat | cat &` in its own process
-group, one that double-forks a daemon into its own session (`setsid -f sleep 1000`), and one
-that floods output (`yes`). The flooding sessions are started last; every session is set up
-(its `ready` seen) before the clock starts. Every process carries a per-run tag in its
-environment, so the benchmark finds them wherever they go (its own /proc scan, not the
-library's).
+(`sh -c 'echo ready; sleep 1000'`), one that ignores SIGHUP and SIGTERM and keeps forking
+`sleep 1` children that ignore them too, one that forks two grandchildren, an interactive
+`bash` (which ignores SIGTERM, and exits on the hangup) running the background pipeline
+`sleep 1000 | cat | cat &` in its own process group, one that double-forks a daemon into
+its own session (`setsid -f sleep 1000`), and one that floods output (`yes`). The flooding
+sessions are started last; every session is set up (its `ready` seen) before the clock
+starts. Every process carries a per-run tag in its environment, so the benchmark finds them
+wherever they go (its own /proc scan, not the library's).
 
 The clock starts when the root is cancelled (trio-pty: the cancel scope around
 `open_manager`) and stops at the first check that finds every process recorded before the

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import trio
 
 from trio_pty.manager import Manager
-from trio_pty.posix import reap
+from trio_pty.posix import proc, reap
 
 
 async def poll_until(condition: Callable[[], bool], *, timeout: float = 10) -> None:
@@ -50,7 +50,7 @@ def tagged_processes(manager: Manager, session_id: str | None = None) -> list[in
     return [
         entry.pid
         for entry in snapshot.with_tags_of(manager.id)
-        if session_id is None or reap.read_tags(entry.pid) == (manager.id, session_id)
+        if session_id is None or proc.read_tags(entry.pid) == (manager.id, session_id)
     ]
 
 
@@ -77,7 +77,7 @@ def tagged_by_session(manager: Manager) -> dict[str, list[int]]:
     snapshot = reap.ProcessTable().snapshot()
     found: dict[str, list[int]] = {}
     for entry in snapshot.with_tags_of(manager.id):
-        tags = reap.read_tags(entry.pid)
+        tags = proc.read_tags(entry.pid)
         if tags is not None:
             found.setdefault(tags[1], []).append(entry.pid)
     return found

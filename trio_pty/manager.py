@@ -32,7 +32,7 @@ from .policy.authorize import (
     open_workdir,
 )
 from .policy.environment import filtered_base, finish_environment
-from .posix import reap, spawn
+from .posix import proc, reap, spawn
 from .session import Attachment, ExitCallback, Session
 
 log = logging.getLogger("trio_pty")
@@ -46,7 +46,7 @@ _subreaper_was_on = False
 def _acquire_subreaper() -> None:
     global _subreaper_users, _subreaper_was_on
     if _subreaper_users == 0:
-        _subreaper_was_on = reap.set_child_subreaper(True)
+        _subreaper_was_on = proc.set_child_subreaper(True)
     _subreaper_users += 1
 
 
@@ -54,7 +54,7 @@ def _release_subreaper() -> None:
     global _subreaper_users
     _subreaper_users -= 1
     if _subreaper_users == 0 and not _subreaper_was_on:
-        reap.set_child_subreaper(False)
+        proc.set_child_subreaper(False)
 
 
 class Manager:
@@ -173,7 +173,7 @@ class Manager:
                 child_env = finish_environment(
                     self._base_env,
                     overrides=env,
-                    tags={reap.TAG_MANAGER: self.id, reap.TAG_SESSION: session.id},
+                    tags={proc.TAG_MANAGER: self.id, proc.TAG_SESSION: session.id},
                     workdir=handle.path,
                 )
                 spawn.resolve_command(
@@ -540,19 +540,19 @@ class Manager:
         concurrently with the sessions' own teardowns."""
         with trio.CancelScope(shield=True):
 
-            def escaped(snapshot: reap.Snapshot) -> dict[int, reap.ProcEntry]:
+            def escaped(snapshot: proc.Snapshot) -> dict[int, proc.ProcEntry]:
                 # Leaders belong to trio (it reaps them); their sessions end them.
                 leaders = {s.pid for s in self._running}
                 tagged = snapshot.with_tags_of(self.id, orphans_only=True)
                 return {e.pid: e for e in tagged if e.pid not in leaders}
 
             now = trio.current_time()
-            report = await reap.terminate(
+            report = await reap.Teardown(
                 escaped,
                 self._table,
                 kill_at=now + self.limits.terminate_grace,
                 deadline=now + self.limits.close_timeout,
-            )
+            ).run()
             if report.survivors:
                 log.error("processes survived manager shutdown: %s", report.survivors)
 
@@ -592,6 +592,7 @@ async def open_manager(
     limits = limits or Limits()
     if subreaper:
         _acquire_subreaper()
+    manager: Manager | None = None
     try:
         async with trio.open_nursery() as nursery:
             manager = Manager(
@@ -616,5 +617,7 @@ async def open_manager(
                 nursery.start_soon(manager._sweep)
                 nursery.cancel_scope.cancel()
     finally:
+        if manager is not None:
+            manager._table.release_pins()  # every session is gone
         if subreaper:
             _release_subreaper()
