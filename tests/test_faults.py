@@ -533,7 +533,7 @@ async def test_kill_right_after_spawn_leaves_nothing() -> None:
                 for _ in range(40):  # it fails within a few when the race is there
                     info = await manager.spawn("sh", ["-c", script], description="racy")
                     await manager.kill(info.id, cleanup=True)
-                    left = leaks.descendants([me])
+                    left = leaks.descendants([me], keepers=False)
                     assert left == {}, left
     finally:
         # If it fails, leave nothing behind to fail the tests after it.
@@ -603,7 +603,7 @@ async def test_a_classic_double_fork_daemon_leaves_no_zombie() -> None:
                 assert page.reason == "matched"
                 await manager.kill(info.id)
                 assert tagged_processes(manager) == []
-                left = leaks.descendants([me])
+                left = leaks.descendants([me], keepers=False)
                 assert left == {}, left
     finally:
         await leaks.kill_descendants(me)

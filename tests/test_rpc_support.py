@@ -137,7 +137,7 @@ def server_processes(server: ServerProcess) -> dict[int, leaks.ProcessView]:
     """The server's living descendants (its sessions and what they started)."""
     return {
         pid: view
-        for pid, view in leaks.descendants([server.proc.pid]).items()
+        for pid, view in leaks.descendants([server.proc.pid], keepers=False).items()
         if view.state not in ("Z", "X")
     }
 

@@ -20,6 +20,7 @@ import attrs
 import trio
 
 from . import errors
+from .guard import Guard, reap_predecessors
 from .limits import Limits
 from .model import ExitEvent, OutputChunk, ReadPage, SessionInfo, Wait, WriteResult
 from .output.search import CompiledPattern, compile_pattern
@@ -71,9 +72,11 @@ class Manager:
         environ: Mapping[str, str],
         root: str,
         authorizer: Authorizer,
+        state_dir: str | None = None,
     ) -> None:
         self.limits = limits
         self.id = secrets.token_hex(8)
+        self._guard = Guard(self.id, limits, state_dir)
         self.root = os.path.realpath(root)
         self._nursery = nursery
         self._on_exit = on_exit
@@ -186,6 +189,7 @@ class Manager:
                     self._check_accepting(owner)
                     self._sessions[session.id] = session
                     reservation.release()
+                    self._guard.started(session.id, owner, session.pid)
 
                 try:
                     with trio.fail_after(limits.spawn_timeout):
@@ -523,6 +527,7 @@ class Manager:
             await running
         finally:
             self._running.discard(session)
+            self._guard.ended(session.id)
 
     async def _reap_orphans(self) -> None:
         """Collect adopted zombies now and then, so a session that keeps orphaning short
@@ -582,14 +587,23 @@ async def open_manager(
     root: str | None = None,
     authorizer: Authorizer | None = None,
     subreaper: bool = True,
+    state_dir: str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[Manager]:
     """Run a manager for the duration of the block. Leaving or cancelling the block tears
     every session down concurrently, bounded by `limits.close_timeout`.
+
+    A keeper process (posix/keeper.py) tears the sessions down if this process dies
+    without leaving the block. With `state_dir`, live sessions are also recorded there, and
+    whatever managers that died on the same directory left running (their keepers killed
+    too) is torn down before the block starts.
 
     `subreaper=False` leaves orphan reaping to PID 1, for applications that reap children
     themselves; processes that escape a session are then found only at shutdown.
     """
     limits = limits or Limits()
+    state = os.fspath(state_dir) if state_dir is not None else None
+    if state is not None:
+        await reap_predecessors(state, limits)
     if subreaper:
         _acquire_subreaper()
     manager: Manager | None = None
@@ -604,7 +618,9 @@ async def open_manager(
                 environ=os.environ if environ is None else environ,
                 root=root if root is not None else os.getcwd(),
                 authorizer=authorizer or AllowAll(),
+                state_dir=state,
             )
+            await nursery.start(manager._guard.run)
             if subreaper:
                 nursery.start_soon(manager._reap_orphans)
             try:
@@ -618,6 +634,7 @@ async def open_manager(
                 nursery.cancel_scope.cancel()
     finally:
         if manager is not None:
-            manager._table.release_pins()  # every session is gone
+            manager._table.release_pins()
+            await manager._guard.close()  # every session is gone: the keeper may go
         if subreaper:
             _release_subreaper()
