@@ -143,7 +143,9 @@ def tear_down(
         snapshot = proc.scan(cache)
         done = clock()
         ready_again = done + _SCAN_DUTY * (done - taken)
-        cache = {k: v for k, v in cache.items() if k in {e.key for e in snapshot.entries.values()}}
+        live = {e.key for e in snapshot.entries.values()}
+        for key in [key for key in cache if key not in live]:
+            del cache[key]  # in place: the snapshot reads and fills this very cache
         alive = {p: e for p, e in finder.members(snapshot).items() if not e.dead}
         found.update(e.key for e in alive.values())
         if first:
