@@ -444,7 +444,9 @@ def main(argv: Sequence[str]) -> int:
     state_dir = argv[5] if len(argv) > 5 else None
     leaders: dict[str, Leader] = {}
     if not _serve(pid, start_time, leaders):
-        return 0  # BYE: a normal close
+        # BYE: a normal close, and the manager waits for us: skip the interpreter's cleanup
+        # (nothing to flush), a few milliseconds of every close.
+        os._exit(0)
     _log(f"manager {manager_id} (pid {pid}) died; tearing down {len(leaders)} sessions")
     began = time.monotonic()
     outcome = tear_down([manager_id], leaders.values(), grace=grace, close_timeout=close_timeout)

@@ -254,15 +254,19 @@ def scan(tag_cache: TagCache) -> Snapshot:
     entries: dict[int, ProcEntry] = {}
     _read_children(entries, tag_cache)
     for pid in pids():
-        entry = read_stat(pid)
-        if entry is not None:
-            entries[pid] = entry
+        if pid not in entries:  # our children were read a moment ago
+            entry = read_stat(pid)
+            if entry is not None:
+                entries[pid] = entry
     _read_children(entries, tag_cache)
     return Snapshot(entries, tag_cache)
 
 
 def _read_children(entries: dict[int, ProcEntry], tag_cache: TagCache) -> None:
+    """Read the children not read yet (a stat line each, and the tags of living ones)."""
     for pid in own_children():
+        if pid in entries:
+            continue
         entry = read_stat(pid)
         if entry is not None:
             entries[pid] = entry

@@ -131,11 +131,11 @@ class ProcessTable:
             elif now - seen < _OWNER_MEMORY:
                 owners[ident] = (tags, seen)
         self._owners = owners
-        for entry in snapshot.entries.values():
+        for key, found in self._tag_cache.items():
             # A zombie's tags are known if it was seen alive: its ids are still the ones
             # it lived in.
-            found = self._tag_cache.get(entry.key)
-            if found is not None and found[0]:
+            entry = snapshot.entries.get(key[0])
+            if found[0] and entry is not None and entry.start_time == key[1]:
                 self._own(entry, found)
 
     def _own(self, entry: ProcEntry, tags: Tags) -> None:
@@ -397,11 +397,10 @@ class Teardown:
         listing started after the first had finished (at a later tick, shared with every
         teardown waiting at that tick). Or: blind, with SIGKILL sent and the leader reaped
         (waiting would not show us more)."""
-        quiet = (
-            survivors == {}
-            and not self._leader_running()
-            and not self._table.active(self._groups())
-        )
+        nothing_alive = survivors == {} and not self._leader_running()
+        if nothing_alive:
+            self._interval = _FIRST_TICK  # the end is near (or a pinned group is busy): look soon
+        quiet = nothing_alive and not self._table.active(self._groups())
         if not quiet:
             self._quiet_since = None
             return (
@@ -411,7 +410,6 @@ class Teardown:
             return True
         if self._quiet_since is None:
             self._quiet_since = self._last_done
-        self._interval = _FIRST_TICK
         return False
 
     def signal(self, survivors: dict[int, ProcEntry]) -> None:
