@@ -1,8 +1,8 @@
 """The manager's side of the crash guard (see `posix/keeper.py` for the other side).
 
 It keeps one keeper process running for the manager, tells it which sessions start and end,
-keeps the state records when there is a state directory, and says BYE once every session is
-gone after a normal close. It costs a spawn one stat read and one pipe write (and, with a
+keeps the state records when there is a state directory, and ends the keeper once every
+session is gone after a normal close. It costs a spawn one stat read and one pipe write (and, with a
 state directory, one small file).
 """
 
@@ -114,20 +114,17 @@ class Guard:
             self._state.forget(session_id)
 
     async def close(self) -> None:
-        """After a normal close (every session gone): BYE, and wait for the keeper to go
-        (bounded by io_timeout; killed past it: it is our child)."""
+        """After a normal close (every session gone): end the keeper, our child, before it
+        ever acts (it may still be starting: a SIGKILL does not wait for that), then close
+        the pipe (an EOF first would have looked like our death)."""
         with trio.CancelScope(shield=True):
-            if self._link is not None:
-                self._link.bye()
-                self._link.close()
             process = self._process
             if process is not None:
-                with trio.move_on_after(self._limits.io_timeout):
-                    await process.wait()
                 if process.returncode is None:
-                    log.error("the keeper (pid %d) did not exit after BYE; killed", process.pid)
                     process.kill()
-                    await process.wait()
+                await process.wait()
+            if self._link is not None:
+                self._link.close()
             if self._state is not None:
                 self._state.close()
 

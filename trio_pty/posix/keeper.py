@@ -8,10 +8,11 @@ program), two things take over:
 - **The keeper**: one small process per manager (this module, run by `python -S` without
   the rest of the package: ~20 ms to start, ~10 MB), in its own session so that signals
   meant for the manager's terminal or process group do not reach it. The manager tells it
-  over a pipe which sessions start and end, and says BYE when it closes normally; the keeper
-  then exits without doing anything. When the manager's process is gone without a BYE (its
-  pidfd becomes readable, or the pipe reaches EOF), the keeper runs the teardown from the
-  outside (`tear_down`) and exits once everything is gone.
+  over a pipe which sessions start and end; once a normal close has torn every session
+  down, the manager ends the keeper (it is the manager's child) before it ever acts. When
+  the manager's process is gone instead (its pidfd becomes readable, or the pipe reaches
+  EOF), the keeper runs the teardown from the outside (`tear_down`) and exits once
+  everything is gone.
 - **The state directory** (`open_manager(state_dir=...)`, `trio-pty serve --state-dir`):
   the manager records each live session in a file there and removes it at the end of the
   session's teardown. A manager started on the same directory tears down whatever a dead
@@ -43,7 +44,6 @@ from typing import Final, NamedTuple
 
 from . import proc
 
-BYE: Final = b'"bye"\n'
 _FIRST_TICK: Final = 0.001
 _LAST_TICK: Final = 0.064
 _SCAN_DUTY: Final = 2  # after a scan, wait twice its cost before the next one
@@ -390,9 +390,9 @@ def environment(manager_id: str) -> dict[str, str]:
 
 
 class Link:
-    """The manager's end of the pipe: one JSON line per session started or ended, BYE on a
-    normal close. Writes never block the event loop: what the pipe cannot take now waits in
-    `_backlog` for the next write (the keeper reads at once unless it is stopped)."""
+    """The manager's end of the pipe: one JSON line per session started or ended. Writes
+    never block the event loop: what the pipe cannot take now waits in `_backlog` for the
+    next write (the keeper reads at once unless it is stopped)."""
 
     def __init__(self, fd: int) -> None:
         os.set_blocking(fd, False)
@@ -405,14 +405,6 @@ class Link:
 
     def ended(self, session_id: str) -> None:
         self._send(json.dumps({"ended": session_id}).encode() + b"\n")
-
-    def bye(self) -> None:
-        """The manager closed normally: the keeper may go."""
-        self._send(BYE)
-        if self._backlog and not self.broken:
-            os.set_blocking(self._fd, True)  # rare: a keeper that stopped reading
-            with contextlib.suppress(OSError):
-                os.write(self._fd, self._backlog)
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -443,10 +435,7 @@ def main(argv: Sequence[str]) -> int:
     grace, close_timeout = float(argv[3]), float(argv[4])
     state_dir = argv[5] if len(argv) > 5 else None
     leaders: dict[str, Leader] = {}
-    if not _serve(pid, start_time, leaders):
-        # BYE: a normal close, and the manager waits for us: skip the interpreter's cleanup
-        # (nothing to flush), a few milliseconds of every close.
-        os._exit(0)
+    _follow(pid, start_time, leaders)
     _log(f"manager {manager_id} (pid {pid}) died; tearing down {len(leaders)} sessions")
     began = time.monotonic()
     outcome = tear_down([manager_id], leaders.values(), grace=grace, close_timeout=close_timeout)
@@ -460,15 +449,16 @@ def main(argv: Sequence[str]) -> int:
     return 1 if outcome.survivors else 0
 
 
-def _serve(pid: int, start_time: int, leaders: dict[str, Leader]) -> bool:
-    """Follow the manager's messages until BYE (False) or its death (True)."""
+def _follow(pid: int, start_time: int, leaders: dict[str, Leader]) -> None:
+    """Follow the manager's messages until its process is gone. (A normal close never gets
+    here: the manager ends its keeper once every session is gone.)"""
     try:
         pidfd = os.pidfd_open(pid)
     except OSError:
-        return True
+        return
     entry = proc.read_stat(pid)
     if entry is None or entry.start_time != start_time or entry.dead:
-        return True  # gone before we looked
+        return  # gone before we looked
     poller = select.poll()
     poller.register(0, select.POLLIN)
     poller.register(pidfd, select.POLLIN)
@@ -478,12 +468,10 @@ def _serve(pid: int, start_time: int, leaders: dict[str, Leader]) -> bool:
         if 0 in events:
             data = os.read(0, 65536)
             if not data:
-                return True  # EOF without BYE: the manager's process is gone or exec'd
+                return  # EOF: the manager's process is gone, or exec'd something else
             lines = (pending + data).split(b"\n")
             pending = lines.pop()
             for line in lines:
-                if line + b"\n" == BYE:
-                    return False
                 _apply(line, leaders)
         elif pidfd in events:
             # Dead. Whatever it wrote before dying is still in the pipe.
@@ -492,10 +480,8 @@ def _serve(pid: int, start_time: int, leaders: dict[str, Leader]) -> bool:
                 while data := os.read(0, 65536):
                     pending += data
             for line in pending.split(b"\n"):
-                if line + b"\n" == BYE:
-                    return False
                 _apply(line, leaders)
-            return True
+            return
 
 
 def _apply(line: bytes, leaders: dict[str, Leader]) -> None:
