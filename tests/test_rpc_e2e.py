@@ -491,7 +491,7 @@ async def test_sigterm_tears_down_sessions_that_ignore_sigterm(
                 for _ in range(3):
                     await client.spawn(
                         "sh",
-                        ["-c", "trap '' TERM; sleep 1000 & sleep 1000"],
+                        ["-c", "trap '' HUP TERM; sleep 1000 & sleep 1000"],
                         description="stubborn",
                     )
                 with trio.fail_after(5):
