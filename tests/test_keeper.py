@@ -357,3 +357,52 @@ async def test_trio_pty_serve_killed_by_sigkill_leaves_nothing(tmp_path: Path) -
         server.stop()
         if manager_id:
             _end(_alive(manager_id) + _keepers(manager_id))
+
+
+async def test_trio_pty_serve_restarted_on_its_state_dir_ends_what_it_left(tmp_path: Path) -> None:
+    """`trio-pty serve --state-dir` SIGKILLed together with its keeper; the next one on the
+    same directory ends what it left before it prints its URL, and logs one line."""
+    from trio_pty.rpc.client import connect
+
+    state = tmp_path / "state"
+    first = start_server(tmp_path, "--state-dir", str(state))
+    manager_id = ""
+    try:
+        with trio.fail_after(40):
+            async with connect(first.url, first.token) as client:
+                for _ in range(3):
+                    info = await client.spawn("bash", ["-c", STUBBORN], description="stubborn")
+            tags = proc.read_tags(info.pid)
+            assert tags is not None
+            manager_id = tags[0]
+            await poll_until(lambda: len(_alive(manager_id)) >= AT_LEAST)
+            _end(_keepers(manager_id))
+            first.proc.send_signal(signal.SIGKILL)
+            await _died(first.proc)
+            await poll_until(lambda: not _keepers(manager_id))
+            assert len(_alive(manager_id)) >= AT_LEAST  # nothing else ends them
+            second = start_server(tmp_path, "--state-dir", str(state))  # returns at its URL
+            try:
+                assert _alive(manager_id) == []
+            finally:
+                second.stop()
+            assert "1 dead managers left 3 sessions" in second.stderr()
+    finally:
+        first.stop()
+        if manager_id:
+            _end(_alive(manager_id) + _keepers(manager_id))
+
+
+def test_trio_pty_serve_refuses_a_state_dir_others_can_write_to(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    state.chmod(0o777)
+    done = subprocess.run(
+        [sys.executable, "-m", "trio_pty", "serve", "--port", "0", "--state-dir", str(state)],
+        capture_output=True,
+        timeout=20,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2, done
+    assert b"not be writable by group or others" in done.stderr
+    assert done.stdout == b""

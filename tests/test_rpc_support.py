@@ -109,6 +109,7 @@ def start_server(
         command += ["--config", str(config_path)]
     stderr_path = tmp_path / "server.err"
     child_env = {k: v for k, v in os.environ.items() if k != "TRIO_PTY_TOKEN"}
+    child_env["XDG_STATE_HOME"] = str(tmp_path / "xdg-state")  # its own state directory
     child_env.update(env or {})
     with open(stderr_path, "wb") as stderr:
         proc = subprocess.Popen(

@@ -772,6 +772,7 @@ async def serve_until_signalled(
     env_deny: Sequence[str] = (),
     authorizer: RulesAuthorizer | None = None,
     token_generated: bool = False,
+    state_dir: str | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
@@ -793,6 +794,7 @@ async def serve_until_signalled(
                 env_deny=env_deny,
                 root=root,
                 authorizer=authorizer,
+                state_dir=state_dir,
             ) as manager:
                 server: RpcServer = await root_nursery.start(
                     partial(RpcServer(manager, options).run)
