@@ -832,6 +832,7 @@ SANE: dict[str, st.SearchStrategy[Any]] = {
     "tail": st.integers(1, 50),
     "shell": st.sampled_from(["bash", "bash", "zsh", "sh", "/bin/bash"]),
     "reader": st.sampled_from(["r1", "r2", "connection-x"]),
+    "signal": st.sampled_from(["INT", "int", "SIGTERM", "HUP", "WINCH", "CONT", "USR1", "NOPE"]),
 }
 WILD: dict[str, st.SearchStrategy[Any]] = {
     "owner": st.sampled_from([FUZZ_OWNER, *OTHER_OWNERS]) | strings,
@@ -846,6 +847,7 @@ WILD: dict[str, st.SearchStrategy[Any]] = {
     "data": st.sampled_from(["hi\n", "\\x03", "\\e[A", "\\xff", "\\u12", "\x04"]) | strings,
     "tail": st.integers(1, 50) | st.integers(),
     "shell": st.sampled_from(["bash", "zsh", "sh", "fish", "/bin/bash", ""]) | strings,
+    "signal": st.sampled_from(["KILL", "STOP", "9", "SIG", ""]) | strings,
 }
 # A command's number (`pty.read`'s `command`), as opposed to a command line.
 COMMAND_NUMBERS = st.integers(1, 4)
@@ -1634,6 +1636,7 @@ BASE_PARAMS: dict[str, dict[str, Any]] = {
     "pty.list": {},
     "pty.kill": {"id": FAKE_SESSION},
     "pty.resize": {"id": FAKE_SESSION, "rows": 24, "cols": 80},
+    "pty.signal": {"id": FAKE_SESSION, "signal": "INT"},
     "pty.attach": {"id": FAKE_SESSION},
     "pty.detach": {"id": FAKE_SESSION},
     "owner.delete": {"owner": "fuzz-nobody"},

@@ -1,7 +1,7 @@
 """The wire faces of shell sessions, screens, tails and read cursors, end to end against a
 real `trio-pty serve` subprocess: `pty.spawn_shell`, `pty.run`, `pty.commands`, `pty.screen`,
-`pty.read`'s `tail`/`since`/`command`/`reader`, `Wait.prompt`, and the SessionInfo fields
-`shell`, `at_prompt` and `terminal_title`. Also: every JSON request example in
+`pty.read`'s `tail`/`since`/`command`/`reader`, `Wait.prompt`, the SessionInfo fields
+`shell`, `at_prompt` and `terminal_title`, and `pty.signal`. Also: every JSON request example in
 docs/protocol.md is a request the server accepts as written."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from trio_pty.wire import (
     ReadParams,
     RunParams,
     ScreenParams,
+    SignalParams,
     SpawnParams,
     SpawnShellParams,
     WriteParams,
@@ -265,6 +266,35 @@ async def test_screen_over_rpc(live: ServerProcess, request: Any) -> None:
                 ScreenParams(id=info.id, owner=owner, wait=Wait(pattern="never", timeout_ms=50))
             )
             assert timed_out.reason == "timeout" and timed_out.lines == later.lines
+            await client.request(KillParams(id=info.id, owner=owner, cleanup=True))
+
+
+async def test_signal_over_rpc(live: ServerProcess, request: Any) -> None:
+    owner = owner_for(request)
+    script = "trap 'echo got-hup' HUP; echo ready; while :; do sleep 0.05; done"
+    with trio.fail_after(30):
+        async with connect(live.url, live.token) as client:
+            info = await client.request(
+                SpawnParams(
+                    command="sh",
+                    args=["-c", script],
+                    owner=owner,
+                    description="trap",
+                    ready=Wait(pattern="^ready$", timeout_ms=5000),
+                )
+            )
+            sent = await client.request(SignalParams(id=info.id, owner=owner, signal="hup"))
+            assert sent.id == info.id and sent.signal == "SIGHUP" and info.pid in sent.pids
+            page = await client.request(
+                ReadParams(id=info.id, owner=owner, wait=Wait(pattern="^got-hup$"))
+            )
+            assert page.reason == "matched"
+            error = await rpc_error(client, SignalParams(id=info.id, owner=owner, signal="9"))
+            assert (error.kind, error.data["field"]) == ("invalid_input", "signal")
+            await client.request(SignalParams(id=info.id, owner=owner, signal="KILL"))
+            await client.request(ReadParams(id=info.id, owner=owner, wait=Wait(exit=True)))
+            ended = await rpc_error(client, SignalParams(id=info.id, owner=owner, signal="INT"))
+            assert ended.kind == "not_running"
             await client.request(KillParams(id=info.id, owner=owner, cleanup=True))
 
 

@@ -33,6 +33,7 @@ from trio_pty.wire import (
     RUN,
     SCREEN,
     SERVER_INFO,
+    SIGNAL,
     SPAWN,
     SPAWN_SHELL,
     WRITE,
@@ -82,7 +83,7 @@ class Context(Protocol):
     @property
     def reader(self) -> str:
         """This connection's read cursor key (`pty.read` with `since="last"` and no
-        `reader`): unguessable, and gone with the connection."""
+        `reader`): unguessable; its cursors age out once the connection is gone."""
         ...
 
 
@@ -180,6 +181,7 @@ HANDLERS: Final[dict[str, Route[Any, Any]]] = {
         Route(LIST, _list),
         Route(KILL, call_manager(Manager.kill)),
         Route(RESIZE, call_manager(Manager.resize)),
+        Route(SIGNAL, call_manager(Manager.signal)),
         Route(ATTACH, _attach),
         Route(DETACH, _detach),
         Route(OWNER_DELETE, _owner_delete),

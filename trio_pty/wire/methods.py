@@ -34,6 +34,7 @@ from trio_pty.model import (
     ReadPage,
     Screen,
     SessionInfo,
+    SignalResult,
     Wait,
     WriteResult,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "RUN",
     "SCREEN",
     "SERVER_INFO",
+    "SIGNAL",
     "SPAWN",
     "SPAWN_SHELL",
     "WRITE",
@@ -87,6 +89,7 @@ __all__ = [
     "ServerInfoParams",
     "SessionList",
     "SessionOutput",
+    "SignalParams",
     "SpawnParams",
     "SpawnShellParams",
     "WriteParams",
@@ -350,6 +353,13 @@ class ResizeParams(Params[SessionInfo]):
 
 
 @attrs.frozen(kw_only=True)
+class SignalParams(Params[SignalResult]):
+    id: str
+    signal: str  # a name: "INT", "SIGTERM", "hup"
+    owner: str = DEFAULT_OWNER
+
+
+@attrs.frozen(kw_only=True)
 class AttachParams(Params[SessionOutput]):
     id: str
     owner: str = DEFAULT_OWNER
@@ -392,6 +402,7 @@ SCREEN: Final = MethodSpec("pty.screen", ScreenParams, Screen)
 LIST: Final = MethodSpec("pty.list", ListParams, SessionList)
 KILL: Final = MethodSpec("pty.kill", KillParams, SessionInfo)
 RESIZE: Final = MethodSpec("pty.resize", ResizeParams, SessionInfo)
+SIGNAL: Final = MethodSpec("pty.signal", SignalParams, SignalResult)
 ATTACH: Final = MethodSpec("pty.attach", AttachParams, SessionOutput)
 DETACH: Final = MethodSpec("pty.detach", DetachParams, DetachResult)
 OWNER_DELETE: Final = MethodSpec("owner.delete", OwnerDeleteParams, OwnerDeleteResult)
@@ -416,6 +427,7 @@ METHODS: Final[Mapping[str, MethodSpec[Any, Any]]] = {
         LIST,
         KILL,
         RESIZE,
+        SIGNAL,
         ATTACH,
         DETACH,
         OWNER_DELETE,
