@@ -1,22 +1,31 @@
 """The `trio-pty` client verbs end to end: each verb and option against a real `trio-pty
-serve` subprocess, run as a person or a script would run them (a new process per command),
-including a shell script that drives a shell session with `run` and `write --pattern` and
-never sleeps. Attach through a real terminal is in test_cli_attach.py."""
+serve` subprocess, including a shell script that drives a shell session with `run` and
+`write --pattern` and never sleeps. Attach through a real terminal is in
+test_cli_attach.py.
+
+The script, `read --follow` and `attach` run as processes of their own; the other verbs
+run `trio_pty.cli.main(argv)` in this process (a thread with its own trio loop, its own
+connection, stdout and stderr captured), which is the same code minus half a second of
+interpreter start-up per command."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator, Sequence
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
+from trio_pty.cli import main
 from trio_pty.rpc.client import connect
 from trio_pty.wire import ListParams
 
@@ -30,7 +39,13 @@ CONFIG = TEST_CONFIG.split("[permissions]")[0]
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = start_server(tmp_path_factory.mktemp("server"), config=CONFIG)
+    """A server whose shells read the startup files of a HOME of ours: each says it ran."""
+    home = tmp_path_factory.mktemp("home")
+    (home / ".profile").write_text("export READ=profile\n")
+    (home / ".bashrc").write_text("export READ=bashrc\n")
+    process = start_server(
+        tmp_path_factory.mktemp("server"), config=CONFIG, env={"HOME": str(home)}
+    )
     try:
         yield process
     finally:
@@ -47,8 +62,39 @@ def cli_env(live: ServerProcess, owner: str, **extra: str) -> dict[str, str]:
     return env
 
 
+_IN_PROCESS = threading.Lock()  # main() reads the environment and the working directory
+
+
+def run_main(argv: list[str], env: dict[str, str], cwd: Path) -> Result:
+    """`main(argv)` with `env` as its TRIO_PTY_* variables, in `cwd`, its output captured."""
+    with _IN_PROCESS:
+        saved_env = {name: os.environ.get(name) for name in env}
+        saved_cwd = os.getcwd()
+        out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+        err = io.StringIO()
+        try:
+            os.environ.update(env)
+            os.chdir(cwd)
+            with redirect_stdout(out), redirect_stderr(err):
+                try:
+                    code = main(argv)
+                except SystemExit as exc:  # argparse's own usage errors
+                    code = exc.code if isinstance(exc.code, int) else 2
+        finally:
+            os.chdir(saved_cwd)
+            for name, value in saved_env.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+        assert isinstance(out.buffer, io.BytesIO)
+        return subprocess.CompletedProcess(
+            argv, code, out.buffer.getvalue(), err.getvalue().encode()
+        )
+
+
 class Cli:
-    """Runs `python -m trio_pty VERB ...` as one owner, from a directory of the test's."""
+    """Runs `trio-pty VERB ...` as one owner, from a directory of the test's."""
 
     def __init__(self, live: ServerProcess, owner: str, cwd: Path) -> None:
         self.live, self.owner, self.cwd = live, owner, cwd
@@ -59,15 +105,15 @@ class Cli:
     async def __call__(
         self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
     ) -> Result:
-        return await trio.run_process(
-            self.command(*args),
-            env=cli_env(self.live, self.owner, **(env or {})),
-            cwd=cwd or self.cwd,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
+        variables = {
+            "TRIO_PTY_URL": self.live.url,
+            "TRIO_PTY_TOKEN": self.live.token or "",
+            "TRIO_PTY_OWNER": self.owner,
+            "TRIO_PTY_READER": "",
+            "TRIO_PTY_DETACH_KEY": "",
+            **(env or {}),
+        }
+        return await trio.to_thread.run_sync(run_main, list(args), variables, cwd or self.cwd)
 
     async def ok(self, *args: str, cwd: Path | None = None) -> str:
         """Run, require exit status 0, return stdout."""
@@ -398,6 +444,80 @@ async def test_list_owners_commands_delete_owner_and_info(cli: Cli, request: Any
         assert info["limits"]["max_sessions_per_owner"] == 3
     async with connect(cli.live.url, cli.live.token) as client:
         assert (await client.request(ListParams(owner=cli.owner))).sessions == []
+
+
+async def test_the_remaining_options(cli: Cli, tmp_path: Path) -> None:
+    """What the tests above leave out: each option once, and its effect."""
+    (tmp_path / "sub").mkdir()
+    with trio.fail_after(60):
+        # --url and --token as options (nothing in the environment).
+        bare = {"TRIO_PTY_URL": "", "TRIO_PTY_TOKEN": ""}
+        result = await cli("list", "--url", cli.live.url, "--token", cli.live.token or "", env=bare)
+        assert result.returncode == 0, stderr(result)
+
+        info = await cli.json(
+            "spawn",
+            "--notify",
+            "--timeout",
+            "30",
+            "-i",
+            "--pattern",
+            "READY",
+            "--",
+            "sh",
+            "-c",
+            "echo ready; echo second; sleep 30",
+        )
+        assert (info["notify_on_exit"], info["timeout"], info["ready"]["reason"]) == (
+            True,
+            30.0,
+            "matched",
+        )
+        session = info["id"]
+        assert (await cli("read", session, "--idle", "100")).returncode == 0
+        assert (await cli("read", session, "--exit", "--wait-ms", "100")).returncode == 4
+        assert (await cli("wait", session, "--idle", "100")).returncode == 0
+        late = await cli("wait", session, "--offset", "2", "--pattern", "ready", "--wait-ms", "100")
+        assert late.returncode == 4  # line 0 is before --offset
+        assert (await cli("screen", session, "--wait")).returncode == 0
+        assert (await cli("screen", session, "--idle", "100")).returncode == 0
+        assert (await cli("screen", session, "--exit", "--wait-ms", "100")).returncode == 4
+        await cli.ok("kill", session, "--cleanup")
+
+        cat = (await cli.ok("spawn", "--", "cat")).strip()
+        assert (
+            await cli("write", cat, "echo\\n", "--ignore-case", "--pattern", "ECHO")
+        ).returncode == 0
+        assert (await cli("send", cat, "x", "--exit", "--wait-ms", "100")).returncode == 4
+        await cli.ok("kill", cat, "--cleanup")
+
+        shell = await cli.json(
+            "shell",
+            "--login",
+            "--env",
+            "A=b",
+            "--workdir",
+            "sub",
+            "--timeout",
+            "30",
+            "--description",
+            "login shell",
+        )
+        assert (shell["shell"], shell["workdir"], shell["timeout"]) == (
+            "bash",
+            str(tmp_path / "sub"),
+            30.0,
+        )
+        assert await cli.lines("run", shell["id"], "--", 'echo "$A $READ"') == ["b profile"]
+        assert await cli.lines("read", shell["id"], "--command", "1") == ["b profile"]
+        plain = (await cli.ok("shell")).strip()  # reads ~/.bashrc
+        no_rc = (await cli.ok("shell", "--no-rc")).strip()  # reads nothing of yours
+        assert await cli.lines("run", plain, "--", 'echo "[$READ]"') == ["[bashrc]"]
+        assert await cli.lines("run", no_rc, "--", 'echo "[$READ]"') == ["[]"]
+        for session in (plain, no_rc):
+            await cli.ok("kill", session, "--cleanup")
+        assert (await cli("read", shell["id"], "--tail", "1", "--prompt")).returncode == 0
+        await cli.ok("kill", shell["id"], "--cleanup")
 
 
 async def test_attach_without_a_terminal_shows_the_output_until_the_end(cli: Cli) -> None:

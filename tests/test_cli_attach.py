@@ -283,7 +283,7 @@ async def test_read_only_attach_sends_nothing_and_keeps_the_size(
     live: ServerProcess, request: Any, tmp_path: Path
 ) -> None:
     owner = owner_for(request)
-    script = "echo watched; while read -r line; do echo got:$line; done"
+    script = "echo watched; printf 'prompt> '; while read -r line; do echo got:$line; done"
     with trio.fail_after(60):
         async with owner_client(live, owner) as client:
             target = await client.request(
@@ -299,13 +299,19 @@ async def test_read_only_attach_sends_nothing_and_keeps_the_size(
                 await tmux.type(attach_command(target.id, "--read-only"))
                 await tmux.keys("Enter")
                 await tmux.wait_for(lambda s: f"[watching {target.id}" in s, "the banner")
-                await tmux.wait_for(lambda s: "\nwatched" in s, "the session's output")
+                await tmux.wait_for(lambda s: "prompt>" in s, "the session's output")
                 await tmux.type("typed while watching")
                 await tmux.keys("Enter", "C-]")
-                await tmux.wait_for(lambda s: "rc=0" in s, "the detach")
+                screen = await tmux.wait_for(lambda s: "rc=0" in s, "the detach")
+                # The output ended mid-line: the message starts a line of its own.
+                lines = screen.splitlines()
+                at = lines.index(f"[detached from {target.id}]")
+                assert [line.rstrip() for line in lines[at - 2 : at]] == ["watched", "prompt>"], (
+                    lines
+                )
             # Every key before the detach key was handled before the detach: none went in.
             page = await client.request(ReadParams(id=target.id, owner=owner))
-            assert [line.text for line in page.lines] == ["watched"]
+            assert [line.text.rstrip() for line in page.lines] == ["watched", "prompt>"]
             [info] = (await client.request(ListParams(owner=owner))).sessions
             assert (info.rows, info.cols) == (24, 80)  # not the pane's 30x100
             await client.request(KillParams(id=target.id, owner=owner, cleanup=True))

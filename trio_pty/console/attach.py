@@ -57,12 +57,12 @@ def add_attach(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub.add_argument("id")
     sub.add_argument(
         "--owner",
-        default=os.environ.get("TRIO_PTY_OWNER", "default"),
+        default=os.environ.get("TRIO_PTY_OWNER") or "default",
         help="owner namespace (env TRIO_PTY_OWNER, default 'default')",
     )
     sub.add_argument(
         "--detach-key",
-        default=os.environ.get("TRIO_PTY_DETACH_KEY", DEFAULT_DETACH_KEYS),
+        default=os.environ.get("TRIO_PTY_DETACH_KEY") or DEFAULT_DETACH_KEYS,
         metavar="KEYS",
         help="tmux-style keys that detach, e.g. 'C-]' or 'C-b d'; pressed twice, the first "
         "key is sent instead (env TRIO_PTY_DETACH_KEY, default C-])",

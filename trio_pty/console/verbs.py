@@ -79,7 +79,7 @@ _TEXT_VERBS: Final = frozenset({"write", "send", "run"})
 def _owner(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--owner",
-        default=os.environ.get("TRIO_PTY_OWNER", "default"),
+        default=os.environ.get("TRIO_PTY_OWNER") or "default",
         help="owner namespace (env TRIO_PTY_OWNER, default 'default')",
     )
 
@@ -204,7 +204,7 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     start.add_argument("--new", action="store_true", help="what came since your last read")
     read.add_argument(
         "--reader",
-        default=os.environ.get("TRIO_PTY_READER", DEFAULT_READER),
+        default=os.environ.get("TRIO_PTY_READER") or DEFAULT_READER,
         help="whose last read --new means (env TRIO_PTY_READER, default 'cli')",
     )
     read.add_argument("--limit", type=int, default=None, help="at most this many lines")
