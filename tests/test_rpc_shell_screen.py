@@ -236,7 +236,7 @@ async def test_screen_over_rpc(live: ServerProcess, request: Any) -> None:
                     description="full screen",
                     rows=10,
                     cols=40,
-                    ready=Wait(pattern="hello", timeout_ms=5000),
+                    ready=Wait(idle_ms=200, timeout_ms=5000),  # (its lines are on its screen)
                 )
             )
             screen = await client.request(ScreenParams(id=info.id, owner=owner))
