@@ -2,7 +2,8 @@
 
 `trio_pty.cli` is the entry point (and `serve`); the client verbs are here:
 
-- `verbs`: each verb's arguments, the request record it builds, how it prints the result;
+- `arguments`: each verb's arguments, and the values requests are built from;
+- `verbs`: the request record each verb builds, how it prints the result (`tables`);
 - `attach`: your terminal connected to a session;
 - `keys` and `modes` (pure): detach-key sequences; what a program turned on in your
   terminal and what turns it off;
@@ -15,6 +16,7 @@ import argparse
 import os
 from collections.abc import Sequence
 
+from trio_pty.console.arguments import add_verbs, check, claim_extra_words
 from trio_pty.console.attach import add_attach, attach, check_attach
 from trio_pty.console.common import (
     EXIT_CONNECTION,
@@ -26,7 +28,7 @@ from trio_pty.console.common import (
     client_options,
     fail,
 )
-from trio_pty.console.verbs import VERBS, Verb, add_verbs, check, claim_extra_words
+from trio_pty.console.verbs import VERBS, Verb
 from trio_pty.rpc.client import DEFAULT_URL, ConnectionFailed, ConnectionLost, RpcError, connect
 
 __all__ = [
