@@ -128,6 +128,12 @@ async def test_shell_sessions_over_rpc(live: ServerProcess, request: Any) -> Non
                 (SpawnShellParams(owner=owner, description="d", shell="sh"), "shell"),
                 (ReadParams(id=info.id, owner=owner, command=99), "command"),
                 (ScreenParams(id=info.id, owner=owner, wait=Wait(prompt=True)), "wait.prompt"),
+                (
+                    SpawnParams(
+                        command="cat", owner=owner, description="d", ready=Wait(prompt=True)
+                    ),
+                    "wait.prompt",  # a spawn is no shell session: only spawn_shell's prompt counts
+                ),
             )
             for params, field in refused:
                 error = await rpc_error(client, params)
