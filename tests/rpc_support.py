@@ -31,6 +31,7 @@ TEST_CONFIG = """
 [limits]
 terminate_grace = 0.3
 io_timeout = 1.0
+http_head_timeout = 1.0
 notification_timeout = 1.0
 close_timeout = 5.0
 max_sessions = 48

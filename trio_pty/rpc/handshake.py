@@ -20,11 +20,12 @@ __all__ = [
     "format_page_url",
     "format_url",
     "is_loopback",
-    "page_origins",
+    "own_origins",
 ]
 
 RPC_PATH: Final = "/rpc"
 _LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
+_WILDCARDS: Final = {"0.0.0.0": "127.0.0.1", "::": "::1"}  # and the loopback each covers
 
 
 @attrs.frozen
@@ -66,9 +67,48 @@ def format_page_url(host: str, port: int, token: str | None = None) -> str:
     return url
 
 
-def page_origins(hosts: Iterable[str]) -> frozenset[str]:
-    """The origins of the monitor page as served under each acceptable Host value."""
-    return frozenset(f"http://{host}" for host in hosts)
+def own_origins(
+    *,
+    listening: Iterable[str],
+    local_host: str | None,
+    port: int,
+    bound_host: str,
+    allowed: Iterable[str],
+) -> frozenset[str]:
+    """The origins under which this server itself serves the monitor page: `http://` and an
+    address it listens on (`listening`, the listeners' addresses; for a wildcard, the address
+    the connection arrived on), with its port. A loopback address it does not hold is not
+    its own: another program may listen on `[::1]:PORT` while this one holds 127.0.0.1 only,
+    and so `localhost`, which a browser tries on ::1 first, counts only while both loopback
+    addresses are this server's. Names the operator gave (`bound_host`, `allowed`) count as
+    given, like the Host values they allow.
+    """
+    held = set(listening)
+    addresses = {address for address in held if address not in _WILDCARDS}
+    if local_host:
+        addresses.add(local_host)
+    names = {_host_literal(address) for address in addresses}
+    loopbacks = {_WILDCARDS.get(address, address) for address in held}
+    if {"127.0.0.1", "::1"} <= loopbacks:
+        names.add("localhost")
+    if not is_loopback(bound_host) and not _is_ip_literal(bound_host):
+        names.add(bound_host)
+    hosts = {f"{name}:{port}" for name in names}
+    if port == 80:
+        hosts |= names
+    for entry in allowed:
+        hosts.add(entry)
+        if not entry.endswith("]") and ":" not in entry:
+            hosts.add(f"{entry}:{port}")
+    return frozenset(f"http://{host.lower()}" for host in hosts)
+
+
+def _is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
 
 
 def acceptable_hosts(

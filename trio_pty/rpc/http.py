@@ -14,7 +14,17 @@ size (`Limits.max_http_head_bytes`) and in time (`Limits.io_timeout`), and then:
   but GET (HEAD included: there is nothing to learn from a head here), 426 for `/rpc` without
   an upgrade, 403 for a Host header that does not name this server (as on `/rpc`), 400 for a
   malformed request (bad request line, no Host, absolute or `*` target), 431 for a head over
-  `max_http_head_bytes`, 408 when the head does not arrive within `io_timeout`.
+  `max_http_head_bytes`, 408 when the head does not arrive in time.
+
+An upgrade request is held to the same request line as any other (a path as target, GET) and
+to RFC 6455's HTTP/1.1, before the endpoint sees it.
+
+Slow heads (slowloris): a connection may idle `io_timeout` before its first byte, and then
+has `http_head_timeout` for the whole head, however it trickles in. Connections still being
+read or answered here are `PendingHeads`, bounded apart from the established connections
+(`max_pending_connections` in all, the oldest dropped for a new one past it;
+`max_pending_per_peer` per peer address, refused past it), so a peer that never completes a
+head holds no established slot and cannot crowd out the others.
 
 Every response is written by h11, so its framing (`Content-Length`, a HEAD's missing body)
 is never counted by hand. Static files only: the site is a fixed map from URL path to bytes
@@ -27,7 +37,9 @@ own (`page_csp`) on the HTML, `default-src 'none'` on everything else.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from typing import Final, Protocol
@@ -43,12 +55,14 @@ __all__ = [
     "BUSY",
     "Endpoint",
     "HttpFront",
+    "PendingHeads",
     "ReplayStream",
     "Site",
     "StaticFile",
     "Upgrade",
     "header_value",
     "page_csp",
+    "peer_key",
     "rejection_answer",
     "socket_stream",
 ]
@@ -198,8 +212,8 @@ BUSY: Final = _error(503, "too many connections (try later)")
 
 def rejection_answer(rejection: Rejection) -> _Answer:
     """The answer to an upgrade request refused at the handshake."""
-    challenge = (("WWW-Authenticate", "Bearer"),) if rejection.status == 401 else ()
-    return _error(rejection.status, rejection.reason, challenge)
+    extra = {401: (("WWW-Authenticate", "Bearer"),), 405: (("Allow", "GET"),)}
+    return _error(rejection.status, rejection.reason, extra.get(rejection.status, ()))
 
 
 def _render(answer: _Answer, connection: h11.Connection, *, head_only: bool = False) -> bytes:
@@ -247,6 +261,64 @@ class Endpoint(Protocol):
         ...
 
 
+def peer_key(address: str) -> str:
+    """What pending connections are counted by: the IPv4 address, or the /64 of an IPv6 one
+    (a single host is routinely given a whole /64)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
+class PendingHeads:
+    """The connections whose request head is being read or answered, each with the cancel
+    scope that drops it. At most `total`, the oldest dropped to make room for a new one (a
+    complete head takes milliseconds, so under a flood of slow ones a real client's is never
+    the oldest); at most `per_peer` from one peer key, a new one refused past that."""
+
+    def __init__(self, *, total: int, per_peer: int) -> None:
+        self._total = total
+        self._per_peer = per_peer
+        self._peers: dict[trio.CancelScope, str | None] = {}  # oldest first
+        self._counts: Counter[str] = Counter()
+
+    def __len__(self) -> int:
+        return len(self._peers)
+
+    def enter(self, peer: str | None) -> trio.CancelScope | None:
+        """The scope of a new connection from `peer`, or None when that peer has too many."""
+        if peer is not None and self._counts[peer] >= self._per_peer:
+            return None
+        if len(self._peers) >= self._total:
+            oldest = next(iter(self._peers))
+            self.leave(oldest)
+            oldest.cancel()
+        scope = trio.CancelScope()
+        self._peers[scope] = peer
+        if peer is not None:
+            self._counts[peer] += 1
+        return scope
+
+    def leave(self, scope: trio.CancelScope) -> None:
+        """The connection is answered, handed over or dropped (idempotent)."""
+        if scope not in self._peers:
+            return
+        peer = self._peers.pop(scope)
+        if peer is not None:
+            self._counts[peer] -= 1
+            if not self._counts[peer]:
+                del self._counts[peer]
+
+    def cancel_all(self) -> None:
+        for scope in list(self._peers):
+            scope.cancel()
+
+
 class HttpFront:
     """Reads each connection's request head and answers it, or hands an upgrade request the
     endpoint admits over to it.
@@ -261,35 +333,36 @@ class HttpFront:
         self._limits = limits
         self.site = site
         self._rpc_path = rpc_path
-        self._scopes: set[trio.CancelScope] = set()
+        self._pending = PendingHeads(
+            total=limits.max_pending_connections, per_peer=limits.max_pending_per_peer
+        )
         self._stopping = False
 
     @property
     def pending(self) -> int:
         """Connections being read or answered here (not yet handed over)."""
-        return len(self._scopes)
+        return len(self._pending)
 
     def stop(self) -> None:
         self._stopping = True
-        for scope in list(self._scopes):
-            scope.cancel()
+        self._pending.cancel_all()
 
     async def handle_stream(self, stream: trio.abc.Stream) -> None:
         """Serve one accepted connection. Never raises (except cancellation)."""
         handed_over = False
         try:
-            if self._stopping or len(self._scopes) >= self._limits.max_connections:
-                log.warning("http: refusing a connection: %d requests pending", self.pending)
-                await self._send(stream, _render(BUSY, h11.Connection(h11.SERVER)))
-                await self._linger(stream, _BUSY_LINGER)
+            local_host, peer = _endpoints(stream)
+            scope = None
+            if not self._stopping:
+                scope = self._pending.enter(peer_key(peer[0]) if peer is not None else None)
+            if scope is None:
+                await self._refuse_busy(stream, peer)
                 return
-            scope = trio.CancelScope()
-            self._scopes.add(scope)
             try:
                 with scope:
-                    handed_over = await self._serve(stream, scope)
+                    handed_over = await self._serve(stream, scope, local_host, peer)
             finally:
-                self._scopes.discard(scope)
+                self._pending.leave(scope)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             log.debug("http: connection dropped")
         except Exception:
@@ -298,7 +371,24 @@ class HttpFront:
             if not handed_over:
                 await trio.aclose_forcefully(stream)
 
-    async def _serve(self, stream: trio.abc.Stream, scope: trio.CancelScope) -> bool:
+    async def _refuse_busy(self, stream: trio.abc.Stream, peer: tuple[str, int] | None) -> None:
+        """503 to a connection that gets no pending slot. While stopping, the client is given
+        a moment to close first; a peer over its own bound is not (it is the one flooding)."""
+        if self._stopping:
+            log.warning("http: refusing a connection: stopping")
+        else:
+            log.warning("http: refusing %s: too many pending connections", _format_peer(peer))
+        await self._send(stream, _render(BUSY, h11.Connection(h11.SERVER)))
+        if self._stopping:
+            await self._linger(stream, _BUSY_LINGER)
+
+    async def _serve(
+        self,
+        stream: trio.abc.Stream,
+        scope: trio.CancelScope,
+        local_host: str | None,
+        peer: tuple[str, int] | None,
+    ) -> bool:
         """Read the head; answer it, or hand the connection over (returns True then)."""
         head = await self._read_head(stream)
         if isinstance(head, bytes):
@@ -307,14 +397,15 @@ class HttpFront:
             return False  # closed before a request
         else:
             request = head.request
-            local_host, peer = _endpoints(stream)
             if _is_upgrade(request):
-                admitted = self._endpoint.admit(request, local_host=local_host, peer=peer)
+                admitted = _malformed_upgrade(request) or self._endpoint.admit(
+                    request, local_host=local_host, peer=_format_peer(peer) if peer else None
+                )
                 if not isinstance(admitted, Rejection):
-                    self._scopes.discard(scope)  # from here on the endpoint owns it
+                    self._pending.leave(scope)  # from here on the endpoint owns it
                     await admitted(ReplayStream(stream, head.head, head.rest))
                     return True
-                who = peer or "a client"
+                who = _format_peer(peer)
                 log.warning("refused %s: %d %s", who, admitted.status, admitted.reason)
                 answer = rejection_answer(admitted)
             else:
@@ -335,6 +426,10 @@ class HttpFront:
             try:
                 while (event := connection.next_event()) is h11.NEED_DATA:
                     data = await stream.receive_some(_RECEIVE_BYTES)
+                    if data and not received:
+                        # The head's own deadline, from its first byte: trickling it a byte
+                        # at a time cannot stretch it (slowloris).
+                        timer.deadline = trio.current_time() + self._limits.http_head_timeout
                     received += data
                     connection.receive_data(bytes(data))
             except h11.RemoteProtocolError as exc:
@@ -399,9 +494,9 @@ class HttpFront:
                     drained += len(data)
 
 
-def _endpoints(stream: trio.abc.Stream) -> tuple[str | None, str | None]:
+def _endpoints(stream: trio.abc.Stream) -> tuple[str | None, tuple[str, int] | None]:
     """The address the client connected to (an accepted Host value) and the client's
-    `host:port`, when known."""
+    address and port, when known."""
     sock = socket_stream(stream)
     if sock is None:
         return None, None
@@ -409,7 +504,24 @@ def _endpoints(stream: trio.abc.Stream) -> tuple[str | None, str | None]:
         local, remote = sock.socket.getsockname(), sock.socket.getpeername()
     except OSError:  # the peer may be gone already
         return None, None
-    return str(local[0]), f"{remote[0]}:{remote[1]}"
+    return str(local[0]), (str(remote[0]), int(remote[1]))
+
+
+def _format_peer(peer: tuple[str, int] | None) -> str:
+    return f"{peer[0]}:{peer[1]}" if peer is not None else "a client"
+
+
+def _malformed_upgrade(request: h11.Request) -> Rejection | None:
+    """What refuses an upgrade request before the endpoint decides on it: the request line
+    rules of every request here (a path as target, not absolute-form; GET), and RFC 6455's
+    HTTP/1.1 (an HTTP/1.0 client cannot be switched to another protocol)."""
+    if request.http_version != b"1.1":
+        return Rejection(400, "a WebSocket upgrade needs HTTP/1.1")
+    if not request.target.startswith(b"/"):
+        return Rejection(400, "the target must be a path")
+    if request.method != b"GET":
+        return Rejection(405, "only GET is served here")
+    return None
 
 
 def header_value(request: h11.Request, name: bytes) -> str | None:

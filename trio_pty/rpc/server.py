@@ -39,7 +39,7 @@ from trio_pty.rpc.handshake import (
     format_page_url,
     format_url,
     is_loopback,
-    page_origins,
+    own_origins,
 )
 from trio_pty.rpc.http import HttpFront, Site, Upgrade, header_value
 from trio_pty.rpc.websocket import CLOSE_GOING_AWAY, Connection
@@ -98,6 +98,7 @@ class RpcServer:
         self._handlers_scope: trio.CancelScope | None = None
         self._started_at = time.monotonic()
         self._stopping = False
+        self._listening: frozenset[str] = frozenset()  # the listeners' addresses
         self.finished = trio.Event()
         self.front = HttpFront(
             endpoint=self, limits=self.limits, site=options.page, rpc_path=options.path
@@ -171,6 +172,7 @@ class RpcServer:
                     await extra.aclose()
                 listeners = listeners[:1]
             self.port = listeners[0].socket.getsockname()[1]
+            self._listening = frozenset(str(each.socket.getsockname()[0]) for each in listeners)
             async with trio.open_nursery() as handlers:
                 self._handlers_scope = handlers.cancel_scope
                 with self._accept_scope:
@@ -225,6 +227,16 @@ class RpcServer:
             local_host=local_host,
         )
 
+    def page_origins(self, local_host: str | None) -> frozenset[str]:
+        """The monitor page's own origins, for a client connected to `local_host`."""
+        return own_origins(
+            listening=self._listening,
+            local_host=local_host,
+            port=self.port,
+            bound_host=self.options.host,
+            allowed=self.options.allowed_hosts,
+        )
+
     def admit(
         self, request: h11.Request, *, local_host: str | None, peer: str | None
     ) -> Rejection | Upgrade:
@@ -236,7 +248,7 @@ class RpcServer:
         hosts = self.hosts(local_host)
         origins = self.options.allowed_origins
         if self.options.page is not None:
-            origins = origins | page_origins(hosts)
+            origins = origins | self.page_origins(local_host)
         rejection = check_handshake(
             target=request.target.decode("latin-1"),
             host=header_value(request, b"host"),
