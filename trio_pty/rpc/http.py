@@ -74,6 +74,14 @@ log = logging.getLogger("trio_pty.http")
 _RECEIVE_BYTES: Final = 4096
 _DRAIN_BYTES: Final = 65_536
 _BUSY_LINGER: Final = 0.5  # seconds a refused connection is given to close first
+# ...and a peer over its own bound, which may be the one flooding (each refused connection
+# holds a descriptor that long): enough to read a request that came with the connection, so
+# that closing does not reset it before the client reads the 503.
+_PEER_BUSY_LINGER: Final = 0.1
+# A pending connection is not dropped to make room before its first read returned or this
+# long after its arrival: in a burst of new connections, a real client's head may have come
+# in whole and still wait for its task's first read.
+_DROPPABLE_AFTER: Final = 0.5
 
 _REASONS: Final = {
     200: "OK",
@@ -275,47 +283,71 @@ def peer_key(address: str) -> str:
     return str(ip)
 
 
+@attrs.define
+class _Pending:
+    peer: str | None
+    since: float
+    heard: bool = False  # its first read returned
+
+
 class PendingHeads:
     """The connections whose request head is being read or answered, each with the cancel
-    scope that drops it. At most `total`, the oldest dropped to make room for a new one (a
-    complete head takes milliseconds, so under a flood of slow ones a real client's is never
-    the oldest); at most `per_peer` from one peer key, a new one refused past that."""
+    scope that drops it. At most `per_peer` from one peer key: a new one is refused past
+    that. At most `total` in all: the oldest droppable one is dropped to make room for a new
+    one, and the new one is refused when none is. A connection is droppable once its first
+    read returned (`heard`) or `droppable_after` seconds after it arrived. So under a flood
+    of slow heads a real client, whose head takes milliseconds, is never the one dropped,
+    even when it arrives amid a burst of new connections."""
 
-    def __init__(self, *, total: int, per_peer: int) -> None:
+    def __init__(self, *, total: int, per_peer: int, droppable_after: float) -> None:
         self._total = total
         self._per_peer = per_peer
-        self._peers: dict[trio.CancelScope, str | None] = {}  # oldest first
+        self._droppable_after = droppable_after
+        self._entries: dict[trio.CancelScope, _Pending] = {}  # oldest first
         self._counts: Counter[str] = Counter()
 
     def __len__(self) -> int:
-        return len(self._peers)
+        return len(self._entries)
 
-    def enter(self, peer: str | None) -> trio.CancelScope | None:
-        """The scope of a new connection from `peer`, or None when that peer has too many."""
+    def enter(self, peer: str | None, now: float) -> trio.CancelScope | None:
+        """The scope of a new connection from `peer` arriving at `now`, or None to refuse it."""
         if peer is not None and self._counts[peer] >= self._per_peer:
             return None
-        if len(self._peers) >= self._total:
-            oldest = next(iter(self._peers))
-            self.leave(oldest)
-            oldest.cancel()
+        if len(self._entries) >= self._total:
+            droppable = next(
+                (
+                    scope
+                    for scope, entry in self._entries.items()
+                    if entry.heard or now - entry.since >= self._droppable_after
+                ),
+                None,
+            )
+            if droppable is None:
+                return None
+            self.leave(droppable)
+            droppable.cancel()
         scope = trio.CancelScope()
-        self._peers[scope] = peer
+        self._entries[scope] = _Pending(peer, now)
         if peer is not None:
             self._counts[peer] += 1
         return scope
 
+    def heard(self, scope: trio.CancelScope) -> None:
+        """The connection's first read returned."""
+        entry = self._entries.get(scope)
+        if entry is not None:
+            entry.heard = True
+
     def leave(self, scope: trio.CancelScope) -> None:
         """The connection is answered, handed over or dropped (idempotent)."""
-        if scope not in self._peers:
-            return
-        peer = self._peers.pop(scope)
-        if peer is not None:
-            self._counts[peer] -= 1
-            if not self._counts[peer]:
-                del self._counts[peer]
+        entry = self._entries.pop(scope, None)
+        if entry is not None and entry.peer is not None:
+            self._counts[entry.peer] -= 1
+            if not self._counts[entry.peer]:
+                del self._counts[entry.peer]
 
     def cancel_all(self) -> None:
-        for scope in list(self._peers):
+        for scope in list(self._entries):
             scope.cancel()
 
 
@@ -334,7 +366,9 @@ class HttpFront:
         self.site = site
         self._rpc_path = rpc_path
         self._pending = PendingHeads(
-            total=limits.max_pending_connections, per_peer=limits.max_pending_per_peer
+            total=limits.max_pending_connections,
+            per_peer=limits.max_pending_per_peer,
+            droppable_after=_DROPPABLE_AFTER,
         )
         self._stopping = False
 
@@ -354,7 +388,8 @@ class HttpFront:
             local_host, peer = _endpoints(stream)
             scope = None
             if not self._stopping:
-                scope = self._pending.enter(peer_key(peer[0]) if peer is not None else None)
+                key = peer_key(peer[0]) if peer is not None else None
+                scope = self._pending.enter(key, trio.current_time())
             if scope is None:
                 await self._refuse_busy(stream, peer)
                 return
@@ -372,15 +407,13 @@ class HttpFront:
                 await trio.aclose_forcefully(stream)
 
     async def _refuse_busy(self, stream: trio.abc.Stream, peer: tuple[str, int] | None) -> None:
-        """503 to a connection that gets no pending slot. While stopping, the client is given
-        a moment to close first; a peer over its own bound is not (it is the one flooding)."""
+        """503 to a connection that gets no pending slot, then a moment for it to close."""
         if self._stopping:
             log.warning("http: refusing a connection: stopping")
         else:
             log.warning("http: refusing %s: too many pending connections", _format_peer(peer))
         await self._send(stream, _render(BUSY, h11.Connection(h11.SERVER)))
-        if self._stopping:
-            await self._linger(stream, _BUSY_LINGER)
+        await self._linger(stream, _BUSY_LINGER if self._stopping else _PEER_BUSY_LINGER)
 
     async def _serve(
         self,
@@ -390,7 +423,7 @@ class HttpFront:
         peer: tuple[str, int] | None,
     ) -> bool:
         """Read the head; answer it, or hand the connection over (returns True then)."""
-        head = await self._read_head(stream)
+        head = await self._read_head(stream, scope)
         if isinstance(head, bytes):
             response = head
         elif head.request is None:
@@ -415,7 +448,7 @@ class HttpFront:
         await self._linger(stream)
         return False
 
-    async def _read_head(self, stream: trio.abc.Stream) -> _Head | bytes:
+    async def _read_head(self, stream: trio.abc.Stream, scope: trio.CancelScope) -> _Head | bytes:
         """The head of the connection's request, or the error response to send."""
         connection = h11.Connection(
             h11.SERVER, max_incomplete_event_size=self._limits.max_http_head_bytes
@@ -426,6 +459,7 @@ class HttpFront:
             try:
                 while (event := connection.next_event()) is h11.NEED_DATA:
                     data = await stream.receive_some(_RECEIVE_BYTES)
+                    self._pending.heard(scope)
                     if data and not received:
                         # The head's own deadline, from its first byte: trickling it a byte
                         # at a time cannot stretch it (slowloris).

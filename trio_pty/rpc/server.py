@@ -150,6 +150,7 @@ class RpcServer:
                 connections=len(connections),
                 requests_in_flight=sum(c.requests_in_flight for c in connections),
                 queued_chars=sum(c.queued_chars for c in connections),
+                pending_connections=self.front.pending,
             ),
             environment=ServerEnvironment(
                 mode=self.options.env_mode, deny=deny_rules(self.options.env_deny)

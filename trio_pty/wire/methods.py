@@ -196,6 +196,8 @@ class ServerCounts:
     connections: int
     requests_in_flight: int
     queued_chars: int  # of frames waiting to be sent: a slow client's backlog
+    # Connections whose request head is still being read (slow or silent peers show here).
+    pending_connections: int = 0
 
 
 @attrs.frozen(kw_only=True)
