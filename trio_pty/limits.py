@@ -92,7 +92,7 @@ class Limits:
     # all, and per peer address (an IPv6 peer by its /64). Past the first bound the oldest
     # pending connection is dropped for the new one; past the second the peer is refused.
     max_pending_connections: int = attrs.field(default=256, validator=_positive)
-    max_pending_per_peer: int = attrs.field(default=8, validator=_positive)
+    max_pending_per_peer: int = attrs.field(default=64, validator=_positive)
     # The whole request head must arrive within this long of its first byte (a head trickled
     # a byte at a time is cut off); before the first byte a connection may idle `io_timeout`.
     http_head_timeout: float = attrs.field(default=3.0, validator=_positive)

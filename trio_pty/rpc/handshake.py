@@ -7,8 +7,8 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import urllib.parse
-from collections.abc import Collection, Iterable, Sequence
-from typing import Final
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Final, TypeVar
 
 import attrs
 
@@ -22,6 +22,8 @@ __all__ = [
     "is_loopback",
     "own_origins",
 ]
+
+T = TypeVar("T")
 
 RPC_PATH: Final = "/rpc"
 _LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
@@ -137,22 +139,43 @@ def _tokens_match(candidate: str, token: str) -> bool:
     return hmac.compare_digest(candidate.encode("utf-8"), token.encode("utf-8"))
 
 
+def _matching(candidates: Sequence[str], tokens: Mapping[str, T]) -> T | None:
+    """What the one token all `candidates` are goes with, or None. Every candidate is
+    compared with every token, in constant time, so the time taken does not tell which
+    token (if any) matched."""
+    found: int | None = None
+    agree = bool(candidates)
+    entries = list(tokens.items())
+    for candidate in candidates:
+        hits = [
+            index for index, (token, _) in enumerate(entries) if _tokens_match(candidate, token)
+        ]
+        if len(hits) != 1 or (found is not None and hits[0] != found):
+            agree = False
+        elif found is None:
+            found = hits[0]
+    if not agree or found is None:
+        return None
+    return entries[found][1]
+
+
 def check_handshake(
     *,
     target: str,
     host: str | None,
     headers: Sequence[tuple[bytes, bytes]],
-    token: str,
+    tokens: Mapping[str, T],
     hosts: Collection[str],
     origins: Collection[str],
     path: str = RPC_PATH,
-) -> Rejection | None:
-    """Decide on an upgrade request before any JSON is read. Pure.
+) -> Rejection | T:
+    """Decide on an upgrade request before any JSON is read: a refusal, or what goes with
+    the token it presented (`tokens` maps each token to its scope). Pure.
 
     Order: Host (403), Origin (403), path (404), token (401). `hosts` are lower-case Host
     values (`acceptable_hosts`), `origins` exact Origin strings. The token may come as
-    `Authorization: Bearer TOKEN` or `?token=TOKEN`; every token presented must match
-    (compared in constant time) and at least one must be present.
+    `Authorization: Bearer TOKEN` or `?token=TOKEN`; every token presented must be the same
+    one of `tokens` (compared in constant time) and at least one must be present.
     """
     if host is None or host.lower() not in hosts:
         return Rejection(403, "Host not allowed (DNS rebinding defence)")
@@ -178,6 +201,7 @@ def check_handshake(
             if scheme.lower() != "bearer":
                 return Rejection(401, "missing or wrong token")
             candidates.append(credentials.strip())
-    if not candidates or not all(_tokens_match(c, token) for c in candidates):
+    matched = _matching(candidates, tokens)
+    if matched is None:
         return Rejection(401, "missing or wrong token")
-    return None
+    return matched

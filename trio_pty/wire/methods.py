@@ -204,6 +204,30 @@ class ServerCounts:
 class ServerEnvironment:
     mode: str
     deny: dict[str, list[str]]
+    # What a client's `env` may set under command rules (names and globs); None: unchecked.
+    allow: list[str] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ServerSandbox:
+    """The sandbox every command runs in (the operator's: no client can turn it off)."""
+
+    kind: str  # "bubblewrap", or the class name of an embedding application's sandbox
+    kills_all: bool  # the wrapper's death ends everything inside
+    writable: list[str] = attrs.Factory(list)
+    network: bool | None = None
+    # How many extra bwrap arguments, not their values (an operator may pass --setenv there).
+    extra_args: int = 0
+    hidden: list[str] = attrs.Factory(list)  # files unreadable inside (the token files)
+
+
+@attrs.frozen(kw_only=True)
+class ServerScope:
+    """What the token of the connection asking may do."""
+
+    name: str
+    owners: list[str]
+    read_only: bool
 
 
 @attrs.frozen(kw_only=True)
@@ -214,6 +238,8 @@ class ServerInfo:
     counts: ServerCounts
     environment: ServerEnvironment
     allowed_origins: list[str]
+    sandbox: ServerSandbox | None = None
+    scope: ServerScope | None = None
 
 
 # --------------------------------------------------------------------------------------------
