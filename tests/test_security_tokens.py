@@ -30,6 +30,7 @@ import trio_pty
 from trio_pty import Limits
 from trio_pty.rpc.config import ConfigError, parse_config
 from trio_pty.rpc.connection import RpcConnection, Send, Start
+from trio_pty.rpc.handshake import Rejection, check_handshake
 from trio_pty.rpc.scope import FULL_ACCESS, TokenScope
 from trio_pty.rpc.server import RpcServer, ServerOptions, open_server
 from trio_pty.rpc.tokens import ScopedToken, TokenError, read_token_file, take_env_token
@@ -460,6 +461,26 @@ def test_token_entries_are_checked(entry: dict[str, Any], message: str) -> None:
         parse_config({"tokens": [entry]}, source="x.toml")
     assert message in str(raised.value)
     assert "abc" not in str(raised.value)
+
+
+def test_every_token_presented_must_be_the_same_one() -> None:
+    def decide(target: str, *headers: tuple[bytes, bytes]) -> str | int:
+        decided = check_handshake(
+            target=target,
+            host="127.0.0.1:1",
+            headers=list(headers),
+            tokens={TOKEN: "server", TEAM_A: "team-a"},
+            hosts={"127.0.0.1:1"},
+            origins=(),
+        )
+        return decided.status if isinstance(decided, Rejection) else decided
+
+    assert decide(f"/rpc?token={TEAM_A}") == "team-a"
+    assert decide("/rpc", *bearer(TOKEN)) == "server"
+    assert decide(f"/rpc?token={TEAM_A}", *bearer(TEAM_A)) == "team-a"
+    assert decide(f"/rpc?token={TEAM_A}", *bearer(TOKEN)) == 401  # two tokens: neither
+    assert decide(f"/rpc?token={TEAM_A}&token={TOKEN}") == 401
+    assert decide(f"/rpc?token={TEAM_A}x") == 401
 
 
 def test_token_entry_names_are_unique() -> None:
