@@ -1,7 +1,7 @@
 """The HTTP front of `trio-pty serve`: one port, two kinds of request.
 
 Every accepted connection starts here. The request head is read once, with h11, bounded in
-size (`Limits.max_http_head_bytes`) and in time (`Limits.io_timeout`), and then:
+size (`Limits.max_http_head_bytes`) and in time (see "Slow heads" below), and then:
 
 - a WebSocket upgrade request (`Upgrade: websocket`, whatever its path) is decided here, on
   that parsed request (`Endpoint.admit`: capacity, then Host, Origin, path, token, see
