@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import os
+import shutil
+import site
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
+import pytest
 import trio
 
+import trio_pty
 from trio_pty.manager import Manager
 from trio_pty.posix import proc, reap
 
@@ -77,3 +84,33 @@ def tagged_by_session(manager: Manager) -> dict[str, list[int]]:
         if tags is not None:
             found.setdefault(tags[1], []).append(entry.pid)
     return found
+
+
+def site_dirs() -> list[str]:
+    """Where this test run imports trio and trio_pty from (the venv and the source tree)."""
+    source = str(Path(trio_pty.__file__).resolve().parent.parent)
+    return [*site.getsitepackages(), source]
+
+
+def unprivileged_prefix() -> list[str]:
+    """The argv prefix that runs Python as a non-root uid (65534 through setpriv when the
+    tests run as root, as in CI), with a Python that uid can run. The kernel lets root read
+    any process's /proc files, so a probe of what a session can read must not run as root;
+    give the Python `site_dirs()` (with `site.addsitedir`, or as PYTHONPATH) to import
+    trio_pty."""
+    if os.geteuid() != 0:
+        return [sys.executable]
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.fail("util-linux setpriv is needed to run the probe as a non-root uid")
+    drop = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for python in (sys.executable, f"/usr/bin/{minor}", f"/usr/local/bin/{minor}"):
+        if not os.path.exists(python):
+            continue
+        usable = subprocess.run(
+            [*drop, python, "-c", "pass"], capture_output=True, timeout=30, check=False
+        )
+        if usable.returncode == 0:
+            return [*drop, python]
+    pytest.fail(f"no {minor} that uid 65534 can execute: cannot run the non-root probe")

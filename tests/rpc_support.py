@@ -31,6 +31,7 @@ TEST_CONFIG = """
 [limits]
 terminate_grace = 0.3
 io_timeout = 1.0
+http_head_timeout = 1.0
 notification_timeout = 1.0
 close_timeout = 5.0
 max_sessions = 48
@@ -100,9 +101,12 @@ def start_server(
     config: str | None = TEST_CONFIG,
     env: dict[str, str] | None = None,
     token_in_output: bool = True,
+    python: Sequence[str] = (sys.executable,),
+    cwd: str | None = None,
 ) -> ServerProcess:
-    """Start `python -m trio_pty serve --port 0` and read its URL line(s) (bounded)."""
-    command = [sys.executable, "-m", "trio_pty", "serve", "--port", "0", *args]
+    """Start `python -m trio_pty serve --port 0` and read its URL line(s) (bounded).
+    `python` is the interpreter's argv (a prefix such as setpriv included)."""
+    command = [*python, "-m", "trio_pty", "serve", "--port", "0", *args]
     if config is not None:
         config_path = tmp_path / "server.toml"
         config_path.write_text(config)
@@ -113,7 +117,12 @@ def start_server(
     child_env.update(env or {})
     with open(stderr_path, "wb") as stderr:
         proc = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, env=child_env
+            command,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            stdin=subprocess.DEVNULL,
+            env=child_env,
+            cwd=cwd,
         )
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT

@@ -71,7 +71,6 @@ TOKEN_FILES = {
 }
 
 PART_2 = "part 2 of issue 19"
-ISSUE_17 = "issue 17 (--token-file)"
 
 
 def pending(reason: str) -> pytest.MarkDecorator:
@@ -80,7 +79,6 @@ def pending(reason: str) -> pytest.MarkDecorator:
 
 # The options that do not exist yet, by (subcommand, option).
 PENDING_OPTIONS = {
-    ("serve", "--token-file"): ISSUE_17,
     ("serve", "--listen-fd"): PART_2,
     ("serve", "--node-id"): PART_2,
     ("serve", "--log-format"): PART_2,
@@ -639,7 +637,7 @@ def online(check: Callable[[ServerProcess], None]) -> Check:
 # Each row of the table: its first cell, the check that the feature exists, and while it does
 # not, the reason of its xfail.
 FEATURES: dict[str, tuple[Check, str | None]] = {
-    "`--token-file FILE`": (offline(lambda: serve_help_has("--token-file")), ISSUE_17),
+    "`--token-file FILE`": (offline(lambda: serve_help_has("--token-file")), None),
     "`SIGUSR1`": (online(sigusr1_drains), PART_2),
     "`server.drain`": (online(drain_method), PART_2),
     "`trio-pty drain`": (offline(drain_command), PART_2),
@@ -658,7 +656,6 @@ FEATURES: dict[str, tuple[Check, str | None]] = {
 STATUS_OF_REASON = {
     None: "available",
     PART_2: "coming in the next commit",
-    ISSUE_17: "coming with issue 17",
 }
 
 

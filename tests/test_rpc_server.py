@@ -22,8 +22,8 @@ import trio_pty
 from trio_pty import Limits
 from trio_pty.rpc import handlers
 from trio_pty.rpc.client import ConnectionLost, RpcError, connect
-from trio_pty.rpc.config import ConfigError, load_config, parse_config
-from trio_pty.rpc.handshake import acceptable_hosts, check_handshake, format_url
+from trio_pty.rpc.config import ConfigError, SandboxConfig, load_config, parse_config
+from trio_pty.rpc.handshake import Rejection, acceptable_hosts, check_handshake, format_url
 from trio_pty.rpc.serve import ServeSettings, serve
 from trio_pty.rpc.server import RpcServer, ServerOptions, open_server
 from trio_pty.wire import (
@@ -58,15 +58,15 @@ BEARER = (b"authorization", f"Bearer {TOKEN}".encode())
 
 
 def decide(target: str = "/rpc", host: str | None = "127.0.0.1:8765", *headers: Any) -> int:
-    rejection = check_handshake(
+    decided = check_handshake(
         target=target,
         host=host,
         headers=list(headers),
-        token=TOKEN,
+        tokens={TOKEN: "ok"},
         hosts=HOSTS,
         origins=ORIGINS,
     )
-    return 101 if rejection is None else rejection.status
+    return decided.status if isinstance(decided, Rejection) else 101
 
 
 def test_token_is_required_and_compared_exactly() -> None:
@@ -186,6 +186,15 @@ write = "allow"
         ({"root": "/nonexistent/dir"}, "root is not a directory"),
         ({"permissions": {"shel": "allow"}}, "[permissions] unknown permission 'shel'"),
         ({"permissions": {"shell": "maybe"}}, "[permissions] shell: action must be one of"),
+        ({"env_allow": "PATH"}, "env_allow must be an array of strings"),
+        ({"env_allow": [""]}, "env_allow entries must be non-empty strings"),
+        ({"sandbox": True}, "[sandbox] must be a table"),
+        ({"sandbox": {}}, '[sandbox] kind must be "bubblewrap", got None'),
+        ({"sandbox": {"kind": "docker"}}, "kind must be \"bubblewrap\", got 'docker'"),
+        ({"sandbox": {"kind": "bubblewrap", "network": "on"}}, "network must be true or false"),
+        ({"sandbox": {"kind": "bubblewrap", "writable": "/x"}}, "writable must be an array"),
+        ({"sandbox": {"kind": "bubblewrap", "enabled": False}}, "unknown key(s): enabled"),
+        ({"tokens": {"name": "x"}}, "tokens must be an array of tables"),
     ],
 )
 def test_config_errors_name_the_key(data: dict[str, Any], message: str) -> None:
@@ -193,6 +202,29 @@ def test_config_errors_name_the_key(data: dict[str, Any], message: str) -> None:
         parse_config(data, source="x.toml")
     assert message in str(raised.value)
     assert str(raised.value).startswith("x.toml: ")
+
+
+def test_config_env_allow_and_sandbox(tmp_path: Path) -> None:
+    config = parse_config(
+        {
+            "env_allow": ["NODE_ENV", "APP_*"],
+            "sandbox": {
+                "kind": "bubblewrap",
+                "writable": [str(tmp_path)],
+                "network": True,
+                "extra_args": ["--setenv", "A", "1"],
+            },
+        }
+    )
+    assert config.env_allow == ("NODE_ENV", "APP_*")
+    assert config.sandbox == SandboxConfig(
+        writable=(str(tmp_path),), network=True, extra_args=("--setenv", "A", "1")
+    )
+    assert parse_config({}).env_allow is None and parse_config({}).sandbox is None
+    assert parse_config({"env_allow": []}).env_allow == ()  # present and empty: allow none
+    # A sandbox that cannot work here fails at start (the missing path, or bwrap missing).
+    with pytest.raises(ConfigError, match=r"^\[sandbox\] "):
+        SandboxConfig(writable=(str(tmp_path / "missing"),)).build()
 
 
 def test_unreadable_config(tmp_path: Path) -> None:

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import site
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import trio
 
-import trio_pty
 from trio_pty.posix import hardening
+
+from .helpers import site_dirs, unprivileged_prefix
 
 MARKER = "probe-secret-3f9a1c"
 
@@ -62,37 +60,11 @@ trio.run(main)
 """
 
 
-def _site_dirs() -> list[str]:
-    """Where this test run imports trio and trio_pty from (the venv and the source tree)."""
-    source = str(Path(trio_pty.__file__).resolve().parent.parent)
-    return [*site.getsitepackages(), source]
-
-
-def _unprivileged_prefix() -> list[str]:
-    """The argv prefix that runs the harness as a non-root uid, with a Python it can run."""
-    if os.geteuid() != 0:
-        return [sys.executable]
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.fail("util-linux setpriv is needed to run the probe as a non-root uid")
-    drop = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
-    minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    for python in (sys.executable, f"/usr/bin/{minor}", f"/usr/local/bin/{minor}"):
-        if not os.path.exists(python):
-            continue
-        usable = subprocess.run(
-            [*drop, python, "-c", "pass"], capture_output=True, timeout=30, check=False
-        )
-        if usable.returncode == 0:
-            return [*drop, python]
-    pytest.fail(f"no {minor} that uid 65534 can execute: cannot run the non-root probe")
-
-
 async def _probe(prefix: list[str], mode: str) -> dict[str, object]:
     env = {**os.environ, "PROBE_SECRET_VALUE": MARKER}
     with trio.fail_after(60):
         done = await trio.run_process(
-            [*prefix, "-c", HARNESS, mode, json.dumps(_site_dirs()), PROBE],
+            [*prefix, "-c", HARNESS, mode, json.dumps(site_dirs()), PROBE],
             env=env,
             cwd="/",
             capture_stdout=True,
@@ -106,7 +78,7 @@ async def _probe(prefix: list[str], mode: str) -> dict[str, object]:
 
 async def test_same_uid_session_reads_a_dumpable_parent() -> None:
     """The control: without the call, the attack of the finding works (the probe is sound)."""
-    result = await _probe(_unprivileged_prefix(), "plain")
+    result = await _probe(unprivileged_prefix(), "plain")
     assert result["uid"] != 0
     assert result["dumpable"] is True
     assert {key: result[key] for key in ("environ", "mem", "fd", "cwd")} == dict.fromkeys(
@@ -115,7 +87,7 @@ async def test_same_uid_session_reads_a_dumpable_parent() -> None:
 
 
 async def test_hardened_parent_is_unreadable_to_same_uid_sessions() -> None:
-    result = await _probe(_unprivileged_prefix(), "harden")
+    result = await _probe(unprivileged_prefix(), "harden")
     assert result["uid"] != 0
     assert result["dumpable"] is False
     assert {key: result[key] for key in ("environ", "mem", "fd", "cwd")} == dict.fromkeys(

@@ -23,6 +23,7 @@ from trio_pty.posix import proc, reap, spawn
 from trio_pty.posix.sandbox import BubblewrapSandbox
 
 from .helpers import alive, poll_until, tagged_processes, wait_for_status, wait_for_text
+from .rpc_support import open_ws, rpc, start_server
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None and not os.environ.get("CI"),
@@ -287,3 +288,79 @@ def test_wrap_keeps_the_command_and_the_environment() -> None:
     assert "--unshare-net" in BubblewrapSandbox().wrap(["true"], {}, "/")[0]
     with pytest.raises(ValueError, match="not a directory"):
         BubblewrapSandbox(writable=["/nonexistent-trio-pty"])
+
+
+async def test_hidden_files_cannot_be_read_inside(tmp_path: Path) -> None:
+    secret = tmp_path / "token"
+    secret.write_text("do-not-read\n")
+    async with sandboxed(tmp_path, hidden=[str(secret)]) as manager:
+        text = await run(manager, f"cat {secret}; echo cat=$?; ls {tmp_path}")
+    assert "cat=1" in text and "do-not-read" not in text
+    assert "token" in text.split("cat=1")[1]  # hidden, not removed: the directory is intact
+    with pytest.raises(ValueError, match="not a file"):
+        BubblewrapSandbox(hidden=[str(tmp_path)])
+
+
+async def test_the_configs_sandbox_cannot_be_turned_off_by_a_client(tmp_path: Path) -> None:
+    """`trio-pty serve` with `[sandbox]` and `env_allow` in its config: every RPC spawn runs
+    sandboxed (no spawn parameter exists to say otherwise), the token file cannot be read
+    inside, and server.info reports both."""
+    token = "sandboxed-server-token"
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+    token_file.chmod(0o600)
+    config = f"""
+root = "{tmp_path}"
+env_allow = ["APP_*"]
+
+[limits]
+terminate_grace = 0.3
+
+[sandbox]
+kind = "bubblewrap"
+"""
+    server = start_server(
+        tmp_path, "--no-ui", "--token-file", str(token_file), config=config, token_in_output=False
+    )
+    probe = (
+        f"cat {token_file}; echo cat=$?; "
+        "touch /etc/trio-pty-probe 2>/dev/null; echo touch=$?; echo ppid=$PPID; echo probe-end"
+    )
+    try:
+        with trio.fail_after(30):
+            async with open_ws(server.url, [(b"Authorization", f"Bearer {token}".encode())]) as ws:
+                info = (await rpc(ws, 1, "server.info"))["result"]
+                assert info["environment"]["allow"] == ["APP_*"]
+                assert info["sandbox"] == {
+                    "kind": "bubblewrap",
+                    "kills_all": True,
+                    "writable": [],
+                    "network": False,
+                    "extra_args": 0,
+                    "hidden": [str(token_file.resolve())],
+                }
+                spawn = {
+                    "command": "sh",
+                    "args": ["-c", probe],
+                    "description": "probe",
+                    "env": {"APP_MODE": "1"},
+                    "ready": {"pattern": "probe-end", "timeout_ms": 20000},
+                }
+                reply = await rpc(ws, 2, "pty.spawn", spawn)
+                text = "\n".join(line["text"] for line in reply["result"]["ready"]["lines"])
+                assert "cat=1" in text and token not in text
+                assert "touch=1" in text and "ppid=1" in text, text  # EROFS; PID namespace
+                await rpc(ws, 3, "pty.kill", {"id": reply["result"]["id"], "cleanup": True})
+                # No parameter turns the sandbox off; env is held to env_allow.
+                unsandboxed = await rpc(ws, 4, "pty.spawn", {**spawn, "sandbox": False})
+                assert unsandboxed["error"]["code"] == -32602
+                assert "sandbox" in unsandboxed["error"]["message"]
+                evil_path = await rpc(ws, 5, "pty.spawn", {**spawn, "env": {"PATH": "/tmp"}})
+                assert evil_path["error"]["data"] == {
+                    "kind": "permission_denied",
+                    "permission": "env",
+                    "resource": "PATH",
+                }
+    finally:
+        server.stop()
+    assert not (Path("/etc") / "trio-pty-probe").exists()

@@ -1,6 +1,6 @@
 """`trio-pty`: run the server, or talk to one.
 
-    trio-pty serve [--host 127.0.0.1] [--port 8765] [--token T] [--config FILE]
+    trio-pty serve [--host 127.0.0.1] [--port 8765] [--token-file FILE] [--config FILE]
                    [--allow-origin ORIGIN ...] [--allow-host HOST ...] [--log-level LEVEL]
                    [--no-ui | --ui-assets DIR] [--state-dir DIR | --no-state-dir]
     trio-pty spawn | shell | list | read | write | send | run | commands | screen | wait
@@ -73,9 +73,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port (default 8765; 0: any free)")
     serve.add_argument(
+        "--token-file",
+        default=None,
+        metavar="FILE",
+        help="read the access token from FILE, which must belong to this user with mode "
+        "0600 or stricter (a final newline is ignored); else env TRIO_PTY_TOKEN; else one "
+        "is generated and printed",
+    )
+    serve.add_argument(
         "--token",
         default=argparse.SUPPRESS,
-        help="access token (env TRIO_PTY_TOKEN; else one is generated and printed)",
+        help="access token on the command line, where every local user can read it: prefer "
+        "--token-file or TRIO_PTY_TOKEN",
     )
     serve.add_argument("--config", default=None, metavar="FILE", help="TOML config file")
     serve.add_argument(
@@ -156,7 +165,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from trio_pty.rpc import config, serve, server
+    # Before anything reads a token: the sessions are our children, and must not read our
+    # /proc/PID/environ (the environment we started with: the token, every secret the
+    # environment filter keeps from them), mem or fd.
+    refusal = _harden()
+    if refusal is not None:
+        _fail(f"error: {refusal}")
+        return EXIT_ERROR
+    from trio_pty.rpc import config, serve, server, tokens
 
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -165,7 +181,14 @@ def _serve(args: argparse.Namespace) -> int:
     )
     try:
         file = config.load_config(args.config) if args.config else config.ServeConfig()
-    except config.ConfigError as exc:
+        token, generated = _server_token(args)
+        scoped = tuple(
+            tokens.ScopedToken(entry.source.read(), entry.scope) for entry in file.tokens
+        )
+        token_files = (args.token_file, *(entry.source.file for entry in file.tokens))
+        hidden = tuple(path for path in token_files if path is not None)
+        sandbox = file.sandbox.build(hidden=hidden) if file.sandbox is not None else None
+    except (config.ConfigError, tokens.TokenError, UsageError) as exc:
         _fail(f"error: {exc}")
         return EXIT_USAGE
     page = None
@@ -179,13 +202,13 @@ def _serve(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         log.info("%s", loaded.describe())
         page = loaded.site
-    token = args.token or os.environ.get("TRIO_PTY_TOKEN") or None
-    generated = token is None
-    if token is None:
-        token = secrets.token_urlsafe(32)
     port = args.port if args.port is not None else file.port
+    if len({token, *(entry.token for entry in scoped)}) != 1 + len(scoped):
+        _fail("error: two tokens are the same (the server's and the [[tokens]] entries')")
+        return EXIT_USAGE
     options = server.ServerOptions(
         token=token,
+        scoped_tokens=scoped,
         host=args.host or file.host or server.DEFAULT_HOST,
         port=port if port is not None else server.DEFAULT_PORT,
         allowed_origins=frozenset((*file.allow_origins, *args.allow_origin)),
@@ -211,12 +234,17 @@ def _serve(args: argparse.Namespace) -> int:
         limits=file.limits,
         root=file.root,
         authorizer=file.authorizer,
+        env_allow=file.env_allow,
+        sandbox=sandbox,
         token_generated=generated,
         state_dir=state_dir,
     )
     # Everything loaded so far lives as long as the process: out of the collector's sight,
     # every full collection walks ~30k fewer objects (10-20 ms less pause on 2 cores).
     gc.freeze()
+    if _dumpable():
+        _fail("error: this process became dumpable again; refusing to serve")
+        return EXIT_ERROR
     try:
         with unwrap_group():
             return trio.run(serve.serve, settings)
@@ -230,3 +258,45 @@ def _default_state_dir() -> str:
     if not os.path.isabs(base):  # unset, or not absolute: ignored, as the XDG spec says
         base = os.path.join(os.path.expanduser("~"), ".local", "state")
     return os.path.join(base, "trio-pty")
+
+
+def _harden() -> str | None:
+    """Make this process non-dumpable (docs/security.md); why not, if it cannot be."""
+    from trio_pty.posix import hardening
+
+    try:
+        hardening.harden_process()
+    except OSError as exc:
+        return f"cannot keep this process's /proc from its sessions: {exc}"
+    return None
+
+
+def _dumpable() -> bool:
+    """The re-check before serving: a change of uid or capabilities resets the flag."""
+    from trio_pty.posix import hardening
+
+    return hardening.is_dumpable()
+
+
+def _server_token(args: argparse.Namespace) -> tuple[str, bool]:
+    """The server's own token (it may use every owner), and whether it was generated:
+    `--token-file`, else `--token` (warned about: argv is readable by every local user),
+    else `TRIO_PTY_TOKEN`, else a new one. `TRIO_PTY_TOKEN` leaves the environment in any
+    case, so nothing started later inherits it."""
+    from trio_pty.rpc import tokens
+
+    from_env = tokens.take_env_token("TRIO_PTY_TOKEN")
+    given = getattr(args, "token", None)
+    if args.token_file is not None:
+        if given:
+            raise UsageError("--token-file and --token are two tokens: give one")
+        return tokens.read_token_file(args.token_file), False
+    if given:
+        log.warning(
+            "--token puts the token in this process's command line, which every local user "
+            "can read (ps, /proc/PID/cmdline): use --token-file or TRIO_PTY_TOKEN"
+        )
+        return tokens.check_token(given, "--token"), False
+    if from_env is not None:
+        return from_env, False
+    return secrets.token_urlsafe(32), True

@@ -87,5 +87,14 @@ class Limits:
     max_http_head_bytes: int = attrs.field(default=16_384, validator=_positive)
     max_requests_in_flight: int = attrs.field(default=32, validator=_positive)
     max_connections: int = attrs.field(default=64, validator=_positive)
+    # Connections whose request head is still arriving (or being answered), counted apart
+    # from `max_connections` so that no unauthenticated peer holds an established slot: in
+    # all, and per peer address (an IPv6 peer by its /64). Past the first bound the oldest
+    # pending connection is dropped for the new one; past the second the peer is refused.
+    max_pending_connections: int = attrs.field(default=256, validator=_positive)
+    max_pending_per_peer: int = attrs.field(default=64, validator=_positive)
+    # The whole request head must arrive within this long of its first byte (a head trickled
+    # a byte at a time is cut off); before the first byte a connection may idle `io_timeout`.
+    http_head_timeout: float = attrs.field(default=3.0, validator=_positive)
     attach_chunk_bytes: int = attrs.field(default=262_144, validator=_positive)
     max_send_queue_chars: int = attrs.field(default=1 << 20, validator=_positive)

@@ -134,6 +134,16 @@ class Manager(metaclass=_NoPublicConstructor):
 
     # ------------------------------------------------------------------ queries
 
+    @property
+    def env_allow(self) -> EnvAllowList | None:
+        """What a client's `env` may set under command rules (None: no check)."""
+        return self._env_allow
+
+    @property
+    def sandbox(self) -> Sandbox | None:
+        """What wraps every command (None: nothing)."""
+        return self._sandbox
+
     def list(self, owner: str = "default") -> list[SessionInfo]:
         """This owner's sessions, oldest first."""
         validate.owner(owner, self.limits)

@@ -85,9 +85,12 @@ def _program(name: str, given: str | None) -> str:
 class BubblewrapSandbox:
     """Read-only root, writable workdir and `writable` paths, private /tmp, /dev and /proc,
     own PID and IPC namespaces, no network unless `network=True` (see the module docstring
-    for why each part is there). `extra_args` go to bwrap before the command (for binds an
-    operator needs). Raises RuntimeError at construction when bwrap, sh or a GNU env with
-    `--default-signal` is missing, so a misconfigured server fails at start, not per spawn."""
+    for why each part is there). `hidden` files cannot be opened inside (the host's
+    /dev/null is bound over each, after every other bind, and a bind carries no device
+    access: opening it fails with EACCES): the server's token files, say. `extra_args` go to
+    bwrap before the command (for binds an operator needs). Raises RuntimeError at
+    construction when bwrap, sh or a GNU env with `--default-signal` is missing, so a
+    misconfigured server fails at start, not per spawn."""
 
     kills_all: bool = True
 
@@ -97,6 +100,7 @@ class BubblewrapSandbox:
         writable: Sequence[str] = (),
         network: bool = False,
         extra_args: Sequence[str] = (),
+        hidden: Sequence[str] = (),
         bwrap: str | None = None,
     ) -> None:
         self.bwrap = _program("bwrap", bwrap)
@@ -108,6 +112,10 @@ class BubblewrapSandbox:
             if not os.path.isdir(path):
                 raise ValueError(f"sandbox writable path is not a directory: {path}")
         self.extra_args = tuple(extra_args)
+        self.hidden = tuple(os.path.realpath(path) for path in hidden)
+        for path in self.hidden:
+            if not os.path.isfile(path):
+                raise ValueError(f"sandbox hidden path is not a file: {path}")
         probe = subprocess.run(
             [self.env, "--default-signal", "true"],
             stdin=subprocess.DEVNULL,
@@ -128,6 +136,8 @@ class BubblewrapSandbox:
         for path in self.writable:
             args += ["--bind", path, path]
         args += ["--bind", "/proc/self/cwd", cwd, "--chdir", cwd]
+        for path in self.hidden:
+            args += ["--ro-bind", "/dev/null", path]
         args += ["--unshare-pid", "--unshare-ipc", "--die-with-parent"]
         if not self.network:
             args.append("--unshare-net")
@@ -150,5 +160,5 @@ class BubblewrapSandbox:
     def __repr__(self) -> str:
         return (
             f"BubblewrapSandbox(writable={list(self.writable)!r}, network={self.network!r}, "
-            f"extra_args={list(self.extra_args)!r})"
+            f"extra_args={list(self.extra_args)!r}, hidden={list(self.hidden)!r})"
         )

@@ -11,7 +11,10 @@ directly:
   a request with a null id, and a notification, cannot be cancelled. Each request gets
   exactly one response; a notification gets none, not even an error.
 - **Cancellation.** `$/cancelRequest {id}` cancels the call in flight with that id (answered
-  `{"cancelled": bool}` when sent as a request); the cancelled call answers -32800.
+  `{"cancelled": bool}` when sent as a request); the cancelled call answers -32800. Ids are
+  this connection's own: no connection can cancel another's calls.
+- **Scope.** Every call is first checked against the connection's token
+  (`TokenScope.refusal`): a refused call never starts, and is answered with the refusal.
 - **Attach order.** A `pty.attach` response goes out before any `pty.output` of its stream;
   no `pty.output` of a stream goes out once it was detached or replaced (a second attach to
   the same session).
@@ -28,6 +31,7 @@ import attrs
 
 from trio_pty.errors import PtyError, single_exception
 from trio_pty.model import ExitEvent, OutputChunk, SessionInfo
+from trio_pty.rpc.scope import FULL_ACCESS, TokenScope
 from trio_pty.wire import (
     ATTACH,
     CANCEL,
@@ -146,10 +150,17 @@ Action: TypeAlias = Send | Start | Cancel | Watch | Unwatch | StartStream | EndS
 
 
 class RpcConnection:
-    """The protocol state of one connection. Not thread-safe; no I/O, no clock."""
+    """The protocol state of one connection. Not thread-safe; no I/O, no clock. `scope` is
+    what the connection's token may do."""
 
-    def __init__(self, methods: Mapping[str, MethodSpec[Any, Any]] = METHODS) -> None:
+    def __init__(
+        self,
+        methods: Mapping[str, MethodSpec[Any, Any]] = METHODS,
+        *,
+        scope: TokenScope = FULL_ACCESS,
+    ) -> None:
         self._methods = methods
+        self.scope = scope
         self._in_flight: dict[RequestId, Call] = {}
         self._streams: dict[str, Call] = {}  # session id -> the attach call streaming it
         self._interest: dict[str, set[_Interest]] = {}  # who here wants the session's exit
@@ -185,6 +196,9 @@ class RpcConnection:
             params = structure_request(incoming.params, spec.params)
         except InvalidParams as exc:
             return self._answer(id, exc.to_error(), respond)
+        refusal = self.scope.refusal(spec, params)
+        if refusal is not None:
+            return self._answer(id, error_for_exception(refusal), respond)
         call = Call(id, spec, params, respond)
         if call.tracked:
             self._in_flight[id] = call

@@ -7,7 +7,10 @@ others have a short handler of their own. Values are range-checked by the manage
 (`policy.validate`), which raises `InvalidInput` (-32008).
 
 What a handler needs from the connection it runs on (attachments, the server's counters,
-its read cursor's key) comes through `Context`, so this module holds no connection state.
+its read cursor's key, its token's scope) comes through `Context`, so this module holds no
+connection state. The scope is checked before any handler runs (`RpcConnection.receive`);
+`pty.list` with `all_owners` is the one place that uses it again, to list only the owners it
+sees.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import attrs
 
 from trio_pty.manager import Manager
 from trio_pty.model import ReadPage
+from trio_pty.rpc.scope import TokenScope
 from trio_pty.wire import (
     ATTACH,
     COMMANDS,
@@ -69,6 +73,11 @@ class Context(Protocol):
 
     @property
     def manager(self) -> Manager: ...
+
+    @property
+    def scope(self) -> TokenScope:
+        """What the connection's token may do (already checked for this call)."""
+        ...
 
     async def attach(self, params: AttachParams) -> SessionOutput:
         """Start streaming a session's output on this connection; the first chunk."""
@@ -140,12 +149,12 @@ async def _read_raw(ctx: Context, p: ReadRawParams) -> RawOutput:
 
 async def _list(ctx: Context, p: ListParams) -> SessionList:
     if p.all_owners:
-        # Every owner's sessions (the monitor page's view). Owners are namespaces, not a
-        # security boundary: the token already lets its holder name any owner.
+        # Every owner's sessions this token may see (the monitor page's view).
         if p.owner is not None:
             problem = ParamProblem("all_owners", "cannot be combined with owner")
             raise InvalidParams(str(problem), [problem])
-        return SessionList(sessions=ctx.manager.list_all())
+        visible = [info for info in ctx.manager.list_all() if ctx.scope.sees(info.owner)]
+        return SessionList(sessions=visible)
     return SessionList(sessions=ctx.manager.list(DEFAULT_OWNER if p.owner is None else p.owner))
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import urllib.parse
-from collections.abc import Collection, Iterable, Sequence
-from typing import Final
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Final, TypeVar
 
 import attrs
 
@@ -20,11 +20,14 @@ __all__ = [
     "format_page_url",
     "format_url",
     "is_loopback",
-    "page_origins",
+    "own_origins",
 ]
+
+T = TypeVar("T")
 
 RPC_PATH: Final = "/rpc"
 _LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
+_WILDCARDS: Final = {"0.0.0.0": "127.0.0.1", "::": "::1"}  # and the loopback each covers
 
 
 @attrs.frozen
@@ -66,9 +69,48 @@ def format_page_url(host: str, port: int, token: str | None = None) -> str:
     return url
 
 
-def page_origins(hosts: Iterable[str]) -> frozenset[str]:
-    """The origins of the monitor page as served under each acceptable Host value."""
-    return frozenset(f"http://{host}" for host in hosts)
+def own_origins(
+    *,
+    listening: Iterable[str],
+    local_host: str | None,
+    port: int,
+    bound_host: str,
+    allowed: Iterable[str],
+) -> frozenset[str]:
+    """The origins under which this server itself serves the monitor page: `http://` and an
+    address it listens on (`listening`, the listeners' addresses; for a wildcard, the address
+    the connection arrived on), with its port. A loopback address it does not hold is not
+    its own: another program may listen on `[::1]:PORT` while this one holds 127.0.0.1 only,
+    and so `localhost`, which a browser tries on ::1 first, counts only while both loopback
+    addresses are this server's. Names the operator gave (`bound_host`, `allowed`) count as
+    given, like the Host values they allow.
+    """
+    held = set(listening)
+    addresses = {address for address in held if address not in _WILDCARDS}
+    if local_host:
+        addresses.add(local_host)
+    names = {_host_literal(address) for address in addresses}
+    loopbacks = {_WILDCARDS.get(address, address) for address in held}
+    if {"127.0.0.1", "::1"} <= loopbacks:
+        names.add("localhost")
+    if not is_loopback(bound_host) and not _is_ip_literal(bound_host):
+        names.add(bound_host)
+    hosts = {f"{name}:{port}" for name in names}
+    if port == 80:
+        hosts |= names
+    for entry in allowed:
+        hosts.add(entry)
+        if not entry.endswith("]") and ":" not in entry:
+            hosts.add(f"{entry}:{port}")
+    return frozenset(f"http://{host.lower()}" for host in hosts)
+
+
+def _is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
 
 
 def acceptable_hosts(
@@ -97,22 +139,43 @@ def _tokens_match(candidate: str, token: str) -> bool:
     return hmac.compare_digest(candidate.encode("utf-8"), token.encode("utf-8"))
 
 
+def _matching(candidates: Sequence[str], tokens: Mapping[str, T]) -> T | None:
+    """What the one token all `candidates` are goes with, or None. Every candidate is
+    compared with every token, in constant time, so the time taken does not tell which
+    token (if any) matched."""
+    found: int | None = None
+    agree = bool(candidates)
+    entries = list(tokens.items())
+    for candidate in candidates:
+        hits = [
+            index for index, (token, _) in enumerate(entries) if _tokens_match(candidate, token)
+        ]
+        if len(hits) != 1 or (found is not None and hits[0] != found):
+            agree = False
+        elif found is None:
+            found = hits[0]
+    if not agree or found is None:
+        return None
+    return entries[found][1]
+
+
 def check_handshake(
     *,
     target: str,
     host: str | None,
     headers: Sequence[tuple[bytes, bytes]],
-    token: str,
+    tokens: Mapping[str, T],
     hosts: Collection[str],
     origins: Collection[str],
     path: str = RPC_PATH,
-) -> Rejection | None:
-    """Decide on an upgrade request before any JSON is read. Pure.
+) -> Rejection | T:
+    """Decide on an upgrade request before any JSON is read: a refusal, or what goes with
+    the token it presented (`tokens` maps each token to its scope). Pure.
 
     Order: Host (403), Origin (403), path (404), token (401). `hosts` are lower-case Host
     values (`acceptable_hosts`), `origins` exact Origin strings. The token may come as
-    `Authorization: Bearer TOKEN` or `?token=TOKEN`; every token presented must match
-    (compared in constant time) and at least one must be present.
+    `Authorization: Bearer TOKEN` or `?token=TOKEN`; every token presented must be the same
+    one of `tokens` (compared in constant time) and at least one must be present.
     """
     if host is None or host.lower() not in hosts:
         return Rejection(403, "Host not allowed (DNS rebinding defence)")
@@ -138,6 +201,7 @@ def check_handshake(
             if scheme.lower() != "bearer":
                 return Rejection(401, "missing or wrong token")
             candidates.append(credentials.strip())
-    if not candidates or not all(_tokens_match(c, token) for c in candidates):
+    matched = _matching(candidates, tokens)
+    if matched is None:
         return Rejection(401, "missing or wrong token")
-    return None
+    return matched

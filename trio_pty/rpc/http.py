@@ -1,7 +1,7 @@
 """The HTTP front of `trio-pty serve`: one port, two kinds of request.
 
 Every accepted connection starts here. The request head is read once, with h11, bounded in
-size (`Limits.max_http_head_bytes`) and in time (`Limits.io_timeout`), and then:
+size (`Limits.max_http_head_bytes`) and in time (see "Slow heads" below), and then:
 
 - a WebSocket upgrade request (`Upgrade: websocket`, whatever its path) is decided here, on
   that parsed request (`Endpoint.admit`: capacity, then Host, Origin, path, token, see
@@ -14,7 +14,17 @@ size (`Limits.max_http_head_bytes`) and in time (`Limits.io_timeout`), and then:
   but GET (HEAD included: there is nothing to learn from a head here), 426 for `/rpc` without
   an upgrade, 403 for a Host header that does not name this server (as on `/rpc`), 400 for a
   malformed request (bad request line, no Host, absolute or `*` target), 431 for a head over
-  `max_http_head_bytes`, 408 when the head does not arrive within `io_timeout`.
+  `max_http_head_bytes`, 408 when the head does not arrive in time.
+
+An upgrade request is held to the same request line as any other (a path as target, GET) and
+to RFC 6455's HTTP/1.1, before the endpoint sees it.
+
+Slow heads (slowloris): a connection may idle `io_timeout` before its first byte, and then
+has `http_head_timeout` for the whole head, however it trickles in. Connections still being
+read or answered here are `PendingHeads`, bounded apart from the established connections
+(`max_pending_connections` in all, the oldest dropped for a new one past it;
+`max_pending_per_peer` per peer address, refused past it), so a peer that never completes a
+head holds no established slot and cannot crowd out the others.
 
 Every response is written by h11, so its framing (`Content-Length`, a HEAD's missing body)
 is never counted by hand. Static files only: the site is a fixed map from URL path to bytes
@@ -27,7 +37,9 @@ own (`page_csp`) on the HTML, `default-src 'none'` on everything else.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from typing import Final, Protocol
@@ -43,12 +55,14 @@ __all__ = [
     "BUSY",
     "Endpoint",
     "HttpFront",
+    "PendingHeads",
     "ReplayStream",
     "Site",
     "StaticFile",
     "Upgrade",
     "header_value",
     "page_csp",
+    "peer_key",
     "rejection_answer",
     "socket_stream",
 ]
@@ -60,6 +74,14 @@ log = logging.getLogger("trio_pty.http")
 _RECEIVE_BYTES: Final = 4096
 _DRAIN_BYTES: Final = 65_536
 _BUSY_LINGER: Final = 0.5  # seconds a refused connection is given to close first
+# ...and a peer over its own bound, which may be the one flooding (each refused connection
+# holds a descriptor that long): enough to read a request that came with the connection, so
+# that closing does not reset it before the client reads the 503.
+_PEER_BUSY_LINGER: Final = 0.1
+# A pending connection is not dropped to make room before its first read returned or this
+# long after its arrival: in a burst of new connections, a real client's head may have come
+# in whole and still wait for its task's first read.
+_DROPPABLE_AFTER: Final = 0.5
 
 _REASONS: Final = {
     200: "OK",
@@ -198,8 +220,8 @@ BUSY: Final = _error(503, "too many connections (try later)")
 
 def rejection_answer(rejection: Rejection) -> _Answer:
     """The answer to an upgrade request refused at the handshake."""
-    challenge = (("WWW-Authenticate", "Bearer"),) if rejection.status == 401 else ()
-    return _error(rejection.status, rejection.reason, challenge)
+    extra = {401: (("WWW-Authenticate", "Bearer"),), 405: (("Allow", "GET"),)}
+    return _error(rejection.status, rejection.reason, extra.get(rejection.status, ()))
 
 
 def _render(answer: _Answer, connection: h11.Connection, *, head_only: bool = False) -> bytes:
@@ -247,6 +269,88 @@ class Endpoint(Protocol):
         ...
 
 
+def peer_key(address: str) -> str:
+    """What pending connections are counted by: the IPv4 address, or the /64 of an IPv6 one
+    (a single host is routinely given a whole /64)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
+@attrs.define
+class _Pending:
+    peer: str | None
+    since: float
+    heard: bool = False  # its first read returned
+
+
+class PendingHeads:
+    """The connections whose request head is being read or answered, each with the cancel
+    scope that drops it. At most `per_peer` from one peer key: a new one is refused past
+    that. At most `total` in all: the oldest droppable one is dropped to make room for a new
+    one, and the new one is refused when none is. A connection is droppable once its first
+    read returned (`heard`) or `droppable_after` seconds after it arrived. So under a flood
+    of slow heads a real client, whose head takes milliseconds, is never the one dropped,
+    even when it arrives amid a burst of new connections."""
+
+    def __init__(self, *, total: int, per_peer: int, droppable_after: float) -> None:
+        self._total = total
+        self._per_peer = per_peer
+        self._droppable_after = droppable_after
+        self._entries: dict[trio.CancelScope, _Pending] = {}  # oldest first
+        self._counts: Counter[str] = Counter()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def enter(self, peer: str | None, now: float) -> trio.CancelScope | None:
+        """The scope of a new connection from `peer` arriving at `now`, or None to refuse it."""
+        if peer is not None and self._counts[peer] >= self._per_peer:
+            return None
+        if len(self._entries) >= self._total:
+            droppable = next(
+                (
+                    scope
+                    for scope, entry in self._entries.items()
+                    if entry.heard or now - entry.since >= self._droppable_after
+                ),
+                None,
+            )
+            if droppable is None:
+                return None
+            self.leave(droppable)
+            droppable.cancel()
+        scope = trio.CancelScope()
+        self._entries[scope] = _Pending(peer, now)
+        if peer is not None:
+            self._counts[peer] += 1
+        return scope
+
+    def heard(self, scope: trio.CancelScope) -> None:
+        """The connection's first read returned."""
+        entry = self._entries.get(scope)
+        if entry is not None:
+            entry.heard = True
+
+    def leave(self, scope: trio.CancelScope) -> None:
+        """The connection is answered, handed over or dropped (idempotent)."""
+        entry = self._entries.pop(scope, None)
+        if entry is not None and entry.peer is not None:
+            self._counts[entry.peer] -= 1
+            if not self._counts[entry.peer]:
+                del self._counts[entry.peer]
+
+    def cancel_all(self) -> None:
+        for scope in list(self._entries):
+            scope.cancel()
+
+
 class HttpFront:
     """Reads each connection's request head and answers it, or hands an upgrade request the
     endpoint admits over to it.
@@ -261,35 +365,39 @@ class HttpFront:
         self._limits = limits
         self.site = site
         self._rpc_path = rpc_path
-        self._scopes: set[trio.CancelScope] = set()
+        self._pending = PendingHeads(
+            total=limits.max_pending_connections,
+            per_peer=limits.max_pending_per_peer,
+            droppable_after=_DROPPABLE_AFTER,
+        )
         self._stopping = False
 
     @property
     def pending(self) -> int:
         """Connections being read or answered here (not yet handed over)."""
-        return len(self._scopes)
+        return len(self._pending)
 
     def stop(self) -> None:
         self._stopping = True
-        for scope in list(self._scopes):
-            scope.cancel()
+        self._pending.cancel_all()
 
     async def handle_stream(self, stream: trio.abc.Stream) -> None:
         """Serve one accepted connection. Never raises (except cancellation)."""
         handed_over = False
         try:
-            if self._stopping or len(self._scopes) >= self._limits.max_connections:
-                log.warning("http: refusing a connection: %d requests pending", self.pending)
-                await self._send(stream, _render(BUSY, h11.Connection(h11.SERVER)))
-                await self._linger(stream, _BUSY_LINGER)
+            local_host, peer = _endpoints(stream)
+            scope = None
+            if not self._stopping:
+                key = peer_key(peer[0]) if peer is not None else None
+                scope = self._pending.enter(key, trio.current_time())
+            if scope is None:
+                await self._refuse_busy(stream, peer)
                 return
-            scope = trio.CancelScope()
-            self._scopes.add(scope)
             try:
                 with scope:
-                    handed_over = await self._serve(stream, scope)
+                    handed_over = await self._serve(stream, scope, local_host, peer)
             finally:
-                self._scopes.discard(scope)
+                self._pending.leave(scope)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             log.debug("http: connection dropped")
         except Exception:
@@ -298,23 +406,39 @@ class HttpFront:
             if not handed_over:
                 await trio.aclose_forcefully(stream)
 
-    async def _serve(self, stream: trio.abc.Stream, scope: trio.CancelScope) -> bool:
+    async def _refuse_busy(self, stream: trio.abc.Stream, peer: tuple[str, int] | None) -> None:
+        """503 to a connection that gets no pending slot, then a moment for it to close."""
+        if self._stopping:
+            log.warning("http: refusing a connection: stopping")
+        else:
+            log.warning("http: refusing %s: too many pending connections", _format_peer(peer))
+        await self._send(stream, _render(BUSY, h11.Connection(h11.SERVER)))
+        await self._linger(stream, _BUSY_LINGER if self._stopping else _PEER_BUSY_LINGER)
+
+    async def _serve(
+        self,
+        stream: trio.abc.Stream,
+        scope: trio.CancelScope,
+        local_host: str | None,
+        peer: tuple[str, int] | None,
+    ) -> bool:
         """Read the head; answer it, or hand the connection over (returns True then)."""
-        head = await self._read_head(stream)
+        head = await self._read_head(stream, scope)
         if isinstance(head, bytes):
             response = head
         elif head.request is None:
             return False  # closed before a request
         else:
             request = head.request
-            local_host, peer = _endpoints(stream)
             if _is_upgrade(request):
-                admitted = self._endpoint.admit(request, local_host=local_host, peer=peer)
+                admitted = _malformed_upgrade(request) or self._endpoint.admit(
+                    request, local_host=local_host, peer=_format_peer(peer) if peer else None
+                )
                 if not isinstance(admitted, Rejection):
-                    self._scopes.discard(scope)  # from here on the endpoint owns it
+                    self._pending.leave(scope)  # from here on the endpoint owns it
                     await admitted(ReplayStream(stream, head.head, head.rest))
                     return True
-                who = peer or "a client"
+                who = _format_peer(peer)
                 log.warning("refused %s: %d %s", who, admitted.status, admitted.reason)
                 answer = rejection_answer(admitted)
             else:
@@ -324,7 +448,7 @@ class HttpFront:
         await self._linger(stream)
         return False
 
-    async def _read_head(self, stream: trio.abc.Stream) -> _Head | bytes:
+    async def _read_head(self, stream: trio.abc.Stream, scope: trio.CancelScope) -> _Head | bytes:
         """The head of the connection's request, or the error response to send."""
         connection = h11.Connection(
             h11.SERVER, max_incomplete_event_size=self._limits.max_http_head_bytes
@@ -335,6 +459,11 @@ class HttpFront:
             try:
                 while (event := connection.next_event()) is h11.NEED_DATA:
                     data = await stream.receive_some(_RECEIVE_BYTES)
+                    self._pending.heard(scope)
+                    if data and not received:
+                        # The head's own deadline, from its first byte: trickling it a byte
+                        # at a time cannot stretch it (slowloris).
+                        timer.deadline = trio.current_time() + self._limits.http_head_timeout
                     received += data
                     connection.receive_data(bytes(data))
             except h11.RemoteProtocolError as exc:
@@ -399,9 +528,9 @@ class HttpFront:
                     drained += len(data)
 
 
-def _endpoints(stream: trio.abc.Stream) -> tuple[str | None, str | None]:
+def _endpoints(stream: trio.abc.Stream) -> tuple[str | None, tuple[str, int] | None]:
     """The address the client connected to (an accepted Host value) and the client's
-    `host:port`, when known."""
+    address and port, when known."""
     sock = socket_stream(stream)
     if sock is None:
         return None, None
@@ -409,7 +538,24 @@ def _endpoints(stream: trio.abc.Stream) -> tuple[str | None, str | None]:
         local, remote = sock.socket.getsockname(), sock.socket.getpeername()
     except OSError:  # the peer may be gone already
         return None, None
-    return str(local[0]), f"{remote[0]}:{remote[1]}"
+    return str(local[0]), (str(remote[0]), int(remote[1]))
+
+
+def _format_peer(peer: tuple[str, int] | None) -> str:
+    return f"{peer[0]}:{peer[1]}" if peer is not None else "a client"
+
+
+def _malformed_upgrade(request: h11.Request) -> Rejection | None:
+    """What refuses an upgrade request before the endpoint decides on it: the request line
+    rules of every request here (a path as target, not absolute-form; GET), and RFC 6455's
+    HTTP/1.1 (an HTTP/1.0 client cannot be switched to another protocol)."""
+    if request.http_version != b"1.1":
+        return Rejection(400, "a WebSocket upgrade needs HTTP/1.1")
+    if not request.target.startswith(b"/"):
+        return Rejection(400, "the target must be a path")
+    if request.method != b"GET":
+        return Rejection(405, "only GET is served here")
+    return None
 
 
 def header_value(request: h11.Request, name: bytes) -> str | None:

@@ -24,6 +24,7 @@ from trio_pty.limits import Limits
 from trio_pty.manager import open_manager
 from trio_pty.model import ExitEvent
 from trio_pty.policy.authorize import RulesAuthorizer
+from trio_pty.posix.sandbox import Sandbox
 from trio_pty.rpc.handshake import format_page_url, format_url
 from trio_pty.rpc.server import RpcServer, ServerOptions
 from trio_pty.rpc.websocket import CLOSE_GOING_AWAY
@@ -45,6 +46,8 @@ class ServeSettings:
     limits: Limits = attrs.Factory(Limits)
     root: str | None = None
     authorizer: RulesAuthorizer | None = None
+    env_allow: tuple[str, ...] | None = None  # see open_manager
+    sandbox: Sandbox | None = None  # the operator's; no client can turn it off
     token_generated: bool = False  # then the URLs printed carry it
     state_dir: str | None = None  # sessions recorded for reaping after a crash (docs/guarantees.md)
 
@@ -133,6 +136,8 @@ async def serve(
             root=settings.root,
             authorizer=settings.authorizer,
             state_dir=settings.state_dir,
+            env_allow=settings.env_allow,
+            sandbox=settings.sandbox,
         ) as manager:
             server: RpcServer = await root_nursery.start(partial(RpcServer(manager, options).run))
             shutdown.server = server

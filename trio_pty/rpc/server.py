@@ -30,7 +30,8 @@ from trio_websocket import ConnectionClosed, wrap_server_stream
 
 from trio_pty.errors import unwrap_group
 from trio_pty.manager import Manager
-from trio_pty.policy.environment import EnvMode, deny_rules
+from trio_pty.policy.environment import EnvAllowList, EnvMode, deny_rules
+from trio_pty.posix.sandbox import BubblewrapSandbox, Sandbox
 from trio_pty.rpc.handshake import (
     RPC_PATH,
     Rejection,
@@ -39,11 +40,20 @@ from trio_pty.rpc.handshake import (
     format_page_url,
     format_url,
     is_loopback,
-    page_origins,
+    own_origins,
 )
 from trio_pty.rpc.http import HttpFront, Site, Upgrade, header_value
+from trio_pty.rpc.scope import FULL_ACCESS, TokenScope
+from trio_pty.rpc.tokens import ScopedToken
 from trio_pty.rpc.websocket import CLOSE_GOING_AWAY, Connection
-from trio_pty.wire import RECEIVE_BUFFER_BYTES, ServerCounts, ServerEnvironment, ServerInfo
+from trio_pty.wire import (
+    RECEIVE_BUFFER_BYTES,
+    ServerCounts,
+    ServerEnvironment,
+    ServerInfo,
+    ServerSandbox,
+    ServerScope,
+)
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "RpcServer", "ServerOptions", "open_server"]
 
@@ -55,9 +65,11 @@ DEFAULT_PORT: Final = 8765
 
 @attrs.frozen(kw_only=True)
 class ServerOptions:
-    """How the endpoint is exposed. `token` is required: there is no unauthenticated mode."""
+    """How the endpoint is exposed. `token` is required: there is no unauthenticated mode.
+    It may use everything; `scoped_tokens` (the config's `[[tokens]]`) only their scope."""
 
     token: str = attrs.field(repr=False)
+    scoped_tokens: tuple[ScopedToken, ...] = attrs.field(default=(), repr=False)
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     allowed_origins: frozenset[str] = frozenset()
@@ -75,12 +87,25 @@ class ServerOptions:
         if not value:
             raise ValueError("the token must not be empty")
 
+    @scoped_tokens.validator
+    def _check_scoped(
+        self, attribute: attrs.Attribute[tuple[ScopedToken, ...]], value: tuple[ScopedToken, ...]
+    ) -> None:
+        tokens = [self.token, *(entry.token for entry in value)]
+        if len(set(tokens)) != len(tokens):
+            raise ValueError("two tokens are the same: each must be unique")
+
+    def token_scopes(self) -> dict[str, TokenScope]:
+        """Every token this server accepts, with what it may do."""
+        return {self.token: FULL_ACCESS, **{e.token: e.scope for e in self.scoped_tokens}}
+
 
 @attrs.define(eq=False)
 class _Slot:
     """One admitted connection, from its admission to its end."""
 
     peer: str
+    token_scope: TokenScope = FULL_ACCESS
     scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
     connection: Connection | None = None
 
@@ -98,6 +123,8 @@ class RpcServer:
         self._handlers_scope: trio.CancelScope | None = None
         self._started_at = time.monotonic()
         self._stopping = False
+        self._listening: frozenset[str] = frozenset()  # the listeners' addresses
+        self._tokens = options.token_scopes()
         self.finished = trio.Event()
         self.front = HttpFront(
             endpoint=self, limits=self.limits, site=options.page, rpc_path=options.path
@@ -130,10 +157,11 @@ class RpcServer:
         """Admitted connections, including those still completing their handshake."""
         return len(self._slots)
 
-    def info(self) -> ServerInfo:
+    def info(self, scope: TokenScope = FULL_ACCESS) -> ServerInfo:
+        """What `server.info` answers; the session counts are of what `scope` sees."""
         from trio_pty import __version__
 
-        sessions = self.manager.list_all()
+        sessions = [info for info in self.manager.list_all() if scope.sees(info.owner)]
         statuses: dict[str, int] = {}
         for session in sessions:
             statuses[session.status] = statuses.get(session.status, 0) + 1
@@ -149,11 +177,18 @@ class RpcServer:
                 connections=len(connections),
                 requests_in_flight=sum(c.requests_in_flight for c in connections),
                 queued_chars=sum(c.queued_chars for c in connections),
+                pending_connections=self.front.pending,
             ),
             environment=ServerEnvironment(
-                mode=self.options.env_mode, deny=deny_rules(self.options.env_deny)
+                mode=self.options.env_mode,
+                deny=deny_rules(self.options.env_deny),
+                allow=_env_allow_names(self.manager.env_allow),
             ),
             allowed_origins=sorted(self.options.allowed_origins),
+            sandbox=_sandbox_info(self.manager.sandbox),
+            scope=ServerScope(
+                name=scope.name, owners=list(scope.owners), read_only=scope.read_only
+            ),
         )
 
     # -- accepting
@@ -171,6 +206,7 @@ class RpcServer:
                     await extra.aclose()
                 listeners = listeners[:1]
             self.port = listeners[0].socket.getsockname()[1]
+            self._listening = frozenset(str(each.socket.getsockname()[0]) for each in listeners)
             async with trio.open_nursery() as handlers:
                 self._handlers_scope = handlers.cancel_scope
                 with self._accept_scope:
@@ -225,6 +261,16 @@ class RpcServer:
             local_host=local_host,
         )
 
+    def page_origins(self, local_host: str | None) -> frozenset[str]:
+        """The monitor page's own origins, for a client connected to `local_host`."""
+        return own_origins(
+            listening=self._listening,
+            local_host=local_host,
+            port=self.port,
+            bound_host=self.options.host,
+            allowed=self.options.allowed_hosts,
+        )
+
     def admit(
         self, request: h11.Request, *, local_host: str | None, peer: str | None
     ) -> Rejection | Upgrade:
@@ -236,19 +282,19 @@ class RpcServer:
         hosts = self.hosts(local_host)
         origins = self.options.allowed_origins
         if self.options.page is not None:
-            origins = origins | page_origins(hosts)
-        rejection = check_handshake(
+            origins = origins | self.page_origins(local_host)
+        decided = check_handshake(
             target=request.target.decode("latin-1"),
             host=header_value(request, b"host"),
             headers=list(request.headers),
-            token=self.options.token,
+            tokens=self._tokens,
             hosts=hosts,
             origins=origins,
             path=self.options.path,
         )
-        if rejection is not None:
-            return rejection
-        slot = _Slot(peer if peer is not None else "a client")
+        if isinstance(decided, Rejection):
+            return decided
+        slot = _Slot(peer if peer is not None else "a client", decided)
         self._slots.add(slot)
         return partial(self._serve_upgrade, slot)
 
@@ -287,17 +333,44 @@ class RpcServer:
             )
         with trio.fail_after(self.limits.io_timeout):
             ws = await request.accept()
-        connection = Connection(ws, peer=slot.peer, manager=self.manager, server_info=self.info)
+        connection = Connection(
+            ws,
+            peer=slot.peer,
+            manager=self.manager,
+            server_info=partial(self.info, slot.token_scope),
+            scope=slot.token_scope,
+        )
         slot.connection = connection
         if self._stopping:
             connection.shutdown()
-        log.info("%s connected", slot.peer)
+        log.info("%s connected (token %s)", slot.peer, slot.token_scope.name)
         try:
             await connection.run()
         finally:
             with trio.move_on_after(self.limits.io_timeout):
                 await ws.aclose(connection.close_code, connection.close_reason)
             log.info("%s disconnected (%d)", slot.peer, connection.close_code)
+
+
+def _env_allow_names(allowed: EnvAllowList | None) -> list[str] | None:
+    return None if allowed is None else list(allowed.names)
+
+
+def _sandbox_info(sandbox: Sandbox | None) -> ServerSandbox | None:
+    """What server.info says of the sandbox: its kind and settings, never its extra
+    arguments' values (an operator may pass secrets to bwrap there)."""
+    if sandbox is None:
+        return None
+    if isinstance(sandbox, BubblewrapSandbox):
+        return ServerSandbox(
+            kind="bubblewrap",
+            kills_all=sandbox.kills_all,
+            writable=list(sandbox.writable),
+            network=sandbox.network,
+            extra_args=len(sandbox.extra_args),
+            hidden=list(sandbox.hidden),
+        )
+    return ServerSandbox(kind=type(sandbox).__name__, kills_all=sandbox.kills_all)
 
 
 @asynccontextmanager

@@ -36,6 +36,7 @@ from trio_pty.rpc.connection import (
     error_for,
 )
 from trio_pty.rpc.handlers import HANDLERS
+from trio_pty.rpc.scope import FULL_ACCESS, TokenScope
 from trio_pty.session import Attachment
 from trio_pty.wire import AttachParams, ErrorObject, ServerInfo, SessionOutput, internal_error
 
@@ -66,6 +67,7 @@ class Connection:
         peer: str,
         manager: Manager,
         server_info: Callable[[], ServerInfo],
+        scope: TokenScope = FULL_ACCESS,
     ) -> None:
         self.peer = peer
         # The key of this connection's read cursors (`pty.read` with since="last"):
@@ -77,7 +79,7 @@ class Connection:
         self._ws = ws
         self.server_info = server_info
         self._limits = manager.limits
-        self._rpc = RpcConnection()
+        self._rpc = RpcConnection(scope=scope)
         bound = self._limits.max_requests_in_flight
         self._out_send, self._out_recv = trio.open_memory_channel[str](bound)
         self._queued_chars = 0  # of the frames in that queue; see _send
@@ -88,6 +90,11 @@ class Connection:
         self._watchers: dict[Watch, trio.CancelScope] = {}
         self._scope = trio.CancelScope()
         self._nursery: trio.Nursery | None = None
+
+    @property
+    def scope(self) -> TokenScope:
+        """What this connection's token may do."""
+        return self._rpc.scope
 
     @property
     def requests_in_flight(self) -> int:
@@ -298,6 +305,10 @@ class _CallContext:
     @property
     def manager(self) -> Manager:
         return self.connection.manager
+
+    @property
+    def scope(self) -> TokenScope:
+        return self.connection.scope
 
     async def attach(self, params: AttachParams) -> SessionOutput:
         return await self.connection.attach(self.call, params)

@@ -223,12 +223,38 @@ class ServerCounts:
     connections: int
     requests_in_flight: int
     queued_chars: int  # of frames waiting to be sent: a slow client's backlog
+    # Connections whose request head is still being read (slow or silent peers show here).
+    pending_connections: int = 0
 
 
 @attrs.frozen(kw_only=True)
 class ServerEnvironment:
     mode: str
     deny: dict[str, list[str]]
+    # What a client's `env` may set under command rules (names and globs); None: unchecked.
+    allow: list[str] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ServerSandbox:
+    """The sandbox every command runs in (the operator's: no client can turn it off)."""
+
+    kind: str  # "bubblewrap", or the class name of an embedding application's sandbox
+    kills_all: bool  # the wrapper's death ends everything inside
+    writable: list[str] = attrs.Factory(list)
+    network: bool | None = None
+    # How many extra bwrap arguments, not their values (an operator may pass --setenv there).
+    extra_args: int = 0
+    hidden: list[str] = attrs.Factory(list)  # files unreadable inside (the token files)
+
+
+@attrs.frozen(kw_only=True)
+class ServerScope:
+    """What the token of the connection asking may do."""
+
+    name: str
+    owners: list[str]
+    read_only: bool
 
 
 @attrs.frozen(kw_only=True)
@@ -239,6 +265,8 @@ class ServerInfo:
     counts: ServerCounts
     environment: ServerEnvironment
     allowed_origins: list[str]
+    sandbox: ServerSandbox | None = None
+    scope: ServerScope | None = None
 
 
 # --------------------------------------------------------------------------------------------

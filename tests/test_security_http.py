@@ -1,0 +1,390 @@
+"""Issue 17, findings 5 and 6, at the HTTP front: slow request heads (slowloris), upgrade
+requests held to the rules of every request, and the page's own origin only for addresses
+this server really listens on.
+
+Slow peers come from their own loopback addresses (127.0.0.2 and up: Linux routes all of
+127/8 to lo), so that the legitimate client, on 127.0.0.1, is another peer, as it would be on
+a network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import h11
+import pytest
+import trio
+import trio.testing
+
+import trio_pty
+from trio_pty import Limits
+from trio_pty.rpc.client import connect
+from trio_pty.rpc.handshake import Rejection, own_origins
+from trio_pty.rpc.http import HttpFront, PendingHeads, Upgrade, peer_key
+from trio_pty.rpc.server import RpcServer, ServerOptions, open_server
+from trio_pty.ui import load_page
+from trio_pty.wire import ServerInfoParams
+
+from .rpc_support import raw_status, start_server
+
+TOKEN = "http-security-token"
+TOKEN_ENV = {"TRIO_PTY_TOKEN": TOKEN}
+BEARER = ("Authorization", f"Bearer {TOKEN}")
+# The server's other bounds as in production; only the teardown is quick.
+LIMITS = Limits(terminate_grace=0.2)
+
+
+@asynccontextmanager
+async def serving(limits: Limits = LIMITS, **options: Any) -> AsyncIterator[RpcServer]:
+    async with (
+        trio_pty.open_manager(limits) as manager,
+        open_server(manager, ServerOptions(**{"token": TOKEN, "port": 0, **options})) as server,
+    ):
+        yield server
+
+
+# --------------------------------------------------------------------------------------------
+# Finding 5: slow heads
+
+
+async def _trickle(source: str, port: int, stop: trio.Event) -> None:
+    """A slowloris peer: a request head, one byte every 0.25 s, from `source`; whenever the
+    server drops it (408, 503, or to make room), it connects again half a second later,
+    until `stop`."""
+    head = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"X-Slow: 1\r\n" * 1000
+    while not stop.is_set():
+        try:
+            stream = await trio.open_tcp_stream("127.0.0.1", port, local_address=source)
+        except OSError:
+            await trio.sleep(0.5)
+            continue
+        with trio.move_on_after(30):  # the test's own bound; the server cuts off sooner
+            async with stream:
+                try:
+                    for byte in head:
+                        await stream.send_all(bytes([byte]))
+                        with trio.move_on_after(0.25):
+                            await stop.wait()
+                        if stop.is_set():
+                            return
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass
+        with trio.move_on_after(0.5):
+            await stop.wait()
+
+
+async def _legitimate_connects(url: str, times: int) -> list[float]:
+    """Connect, authenticate and get an answer, `times` times; how long each took."""
+    took = []
+    for _ in range(times):
+        started = trio.current_time()
+        with trio.fail_after(5):
+            async with connect(url, TOKEN) as client:
+                await client.request(ServerInfoParams())
+        took.append(trio.current_time() - started)
+        await trio.sleep(0.1)
+    return took
+
+
+async def _pending(url: str) -> int:
+    with trio.fail_after(5):
+        async with connect(url, TOKEN) as client:
+            info = await client.request(ServerInfoParams())
+    return info.counts.pending_connections
+
+
+@pytest.mark.parametrize(
+    "sources",
+    [
+        pytest.param([f"127.0.0.{2 + i % 64}" for i in range(256)], id="64-peers"),
+        pytest.param(["127.0.0.2"] * 256, id="one-peer"),
+    ],
+)
+async def test_a_client_connects_within_a_second_while_256_slow_heads_are_held(
+    sources: list[str], tmp_path: Path
+) -> None:
+    """The red team's slowloris, four times over, on a real `trio-pty serve` with its
+    default bounds (but a 1 s head deadline, so that the slow peers are cut off and come
+    back in waves during the test): before the fix 64 trickling sockets held every slot (the
+    pending heads shared `max_connections`) and every connect was refused with 503."""
+    server = start_server(
+        tmp_path,
+        "--no-ui",
+        # A short head deadline: the slow peers are cut off and come back in waves (all
+        # together) while the client connects.
+        config="[limits]\nterminate_grace = 0.3\nhttp_head_timeout = 1.0\n",
+        env=TOKEN_ENV,
+        token_in_output=False,
+    )
+    try:
+        with trio.fail_after(40):
+            async with trio.open_nursery() as nursery:
+                stop = trio.Event()
+                for source in sources:
+                    nursery.start_soon(_trickle, source, server.port, stop)
+                # The slow peers hold what they can: every pending slot from 64 peers, the
+                # per-peer bound from one.
+                held = min(len(sources), len(set(sources)) * LIMITS.max_pending_per_peer)
+                # (Less a few: each probe, like any new connection, may make room.)
+                enough = held - max(1, held // 8)
+                with trio.move_on_after(10):
+                    while await _pending(server.url) < enough:  # noqa: ASYNC110
+                        await trio.sleep(0.1)
+                took = await _legitimate_connects(server.url, 20)
+                pending = await _pending(server.url)
+                stop.set()
+    finally:
+        server.stop()
+    print(f"connects took {min(took):.3f}..{max(took):.3f} s, {pending} heads pending")
+    assert pending >= enough  # the pressure was on throughout
+    assert max(took) < 1.0, took
+
+
+async def _silent_connection(port: int, source: str) -> trio.SocketStream:
+    return await trio.open_tcp_stream("127.0.0.1", port, local_address=source)
+
+
+async def test_a_peer_over_its_bound_gets_503_and_other_peers_do_not() -> None:
+    limits = Limits(terminate_grace=0.2, max_pending_per_peer=2)
+    with trio.fail_after(10):
+        async with serving(limits) as server:
+            idle = [await _silent_connection(server.port, "127.0.0.2") for _ in range(2)]
+            try:
+                while server.front.pending < 2:  # noqa: ASYNC110
+                    await trio.sleep(0.01)
+                assert await raw_status(server.port, headers=[BEARER]) == 101  # 127.0.0.1
+                third = await _silent_connection(server.port, "127.0.0.2")
+                async with third:
+                    answer = b""
+                    while chunk := await third.receive_some(4096):
+                        answer += chunk
+                    assert answer.startswith(b"HTTP/1.1 503 ")
+            finally:
+                for stream in idle:
+                    await stream.aclose()
+
+
+async def test_past_the_pending_bound_the_oldest_head_is_dropped() -> None:
+    limits = Limits(terminate_grace=0.2, max_pending_connections=3)
+    with trio.fail_after(10):
+        async with serving(limits) as server:
+            idle = []
+            try:
+                for number in range(3):
+                    idle.append(await _silent_connection(server.port, f"127.0.0.{2 + number}"))
+                    while server.front.pending <= number:  # noqa: ASYNC110
+                        await trio.sleep(0.01)
+                # Silent ones become droppable 0.5 s after they arrived (or once read).
+                await trio.sleep(0.6)
+                assert await raw_status(server.port, headers=[BEARER]) == 101
+                # The first (oldest) was dropped for it, the others are still being read.
+                assert await idle[0].receive_some(4096) == b""
+                assert server.front.pending == 2
+            finally:
+                for stream in idle:
+                    await stream.aclose()
+
+
+async def test_pending_heads_bookkeeping() -> None:
+    pending = PendingHeads(total=3, per_peer=2, droppable_after=0.5)
+    a1, a2 = pending.enter("a", 0.0), pending.enter("a", 0.1)
+    assert a1 is not None and a2 is not None
+    assert pending.enter("a", 0.2) is None  # the peer's bound
+    b1 = pending.enter("b", 0.2)
+    assert b1 is not None and len(pending) == 3
+    # Full, none read yet and all younger than 0.5 s (a burst): the new one is refused.
+    assert pending.enter("c", 0.3) is None
+    # Once read, b1 may make room although a1 and a2 are older (they are not read yet).
+    pending.heard(b1)
+    c1 = pending.enter("c", 0.3)
+    assert c1 is not None and b1.cancel_called and not a1.cancel_called
+    # 0.5 s after arriving, an unread one may make room too: the oldest first.
+    d1 = pending.enter(None, 0.55)
+    assert d1 is not None and a1.cancel_called and not a2.cancel_called
+    assert pending.enter("a", 0.6) is not None  # a1 no longer counts for "a"
+    assert a2.cancel_called and len(pending) == 3
+    pending.leave(a1)  # idempotent
+    assert len(pending) == 3
+
+
+def test_peers_are_counted_by_address_and_ipv6_by_64() -> None:
+    assert peer_key("10.0.0.1") == "10.0.0.1"
+    assert peer_key("::ffff:10.0.0.1") == "10.0.0.1"
+    assert peer_key("2001:db8:1:2:aaaa::1") == peer_key("2001:db8:1:2:ffff::9")
+    assert peer_key("2001:db8:1:2::1") != peer_key("2001:db8:1:3::1")
+
+
+class _NoEndpoint:
+    def hosts(self, local_host: str | None) -> frozenset[str]:
+        return frozenset({"h"})
+
+    def admit(
+        self, request: h11.Request, *, local_host: str | None, peer: str | None
+    ) -> Rejection | Upgrade:
+        return Rejection(401, "no")
+
+
+async def _head_answer(
+    front: HttpFront, pieces: list[tuple[float, bytes]]
+) -> tuple[bytes, float, float]:
+    """Send `pieces` (delay, bytes) to the front over a memory stream; its answer, when the
+    first byte was sent and when the answer came (trio time)."""
+    client, server = trio.testing.memory_stream_pair()
+    answer = b""
+    first_byte = 0.0
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(front.handle_stream, server)
+
+        async def send() -> None:
+            nonlocal first_byte
+            for delay, data in pieces:
+                await trio.sleep(delay)
+                if data and not first_byte:
+                    first_byte = trio.current_time()
+                try:
+                    await client.send_all(data)
+                except trio.BrokenResourceError:
+                    return
+
+        nursery.start_soon(send)
+        while chunk := await client.receive_some(4096):
+            answer += chunk
+        answered = trio.current_time()
+        nursery.cancel_scope.cancel()
+    await client.aclose()
+    return answer, first_byte, answered
+
+
+def _front(limits: Limits) -> HttpFront:
+    return HttpFront(endpoint=_NoEndpoint(), limits=limits, site=None, rpc_path="/rpc")
+
+
+async def test_the_head_deadline_counts_from_its_first_byte(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A connection may idle io_timeout before its first byte (a browser's preconnect);
+    from that byte on the whole head has http_head_timeout, however often bytes come."""
+    limits = Limits(io_timeout=5.0, http_head_timeout=2.0)
+    head = b"GET /x HTTP/1.1\r\nHost: h\r\n\r\n"
+    # Idle 4 s, then the whole head at once: answered (404: no page here).
+    answer, _, _ = await _head_answer(_front(limits), [(4.0, head)])
+    assert answer.startswith(b"HTTP/1.1 404 ")
+    # A byte every 0.5 s keeps arriving, yet the head is cut off 2 s after its first byte.
+    trickle = [(0.5, bytes([byte])) for byte in head[:-2]]
+    answer, first, answered = await _head_answer(_front(limits), [(1.0, b""), *trickle])
+    assert answer.startswith(b"HTTP/1.1 408 ")
+    assert answered - first == pytest.approx(2.0, abs=0.01)
+    # Nothing at all: io_timeout.
+    answer, _, answered = await _head_answer(_front(limits), [(10.0, b"")])
+    assert answer.startswith(b"HTTP/1.1 408 ")
+
+
+@pytest.fixture
+def autojump_clock() -> trio.testing.MockClock:
+    return trio.testing.MockClock(autojump_threshold=0)
+
+
+# --------------------------------------------------------------------------------------------
+# Finding 6: upgrades held to the rules of every request
+
+
+def _upgrade_head(target: str, port: int, *, version: str = "1.1", method: str = "GET") -> bytes:
+    lines = [
+        f"{method} {target} HTTP/{version}",
+        f"Host: 127.0.0.1:{port}",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version: 13",
+        f"Authorization: Bearer {TOKEN}",
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+async def _status_of(port: int, head: bytes) -> int:
+    async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+        await stream.send_all(head)
+        received = b""
+        while b"\r\n" not in received:
+            chunk = await stream.receive_some(4096)
+            if not chunk:
+                break
+            received += chunk
+    return int(received.split(b" ", 2)[1]) if received else 0
+
+
+async def test_an_upgrade_over_http_1_0_is_refused() -> None:
+    """RFC 6455 needs HTTP/1.1; the server once switched an HTTP/1.0 client (101)."""
+    with trio.fail_after(10):
+        async with serving() as server:
+            assert await _status_of(server.port, _upgrade_head("/rpc", server.port)) == 101
+            head = _upgrade_head("/rpc", server.port, version="1.0")
+            assert await _status_of(server.port, head) == 400
+            assert server.open_slots == 0
+
+
+async def test_an_absolute_form_target_is_refused_on_an_upgrade_as_on_a_plain_request() -> None:
+    with trio.fail_after(10):
+        async with serving(page=load_page().site) as server:
+            absolute = f"http://127.0.0.1:{server.port}/rpc"
+            plain = f"GET {absolute} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n\r\n"
+            assert await _status_of(server.port, plain.encode()) == 400
+            assert await _status_of(server.port, _upgrade_head(absolute, server.port)) == 400
+            post = _upgrade_head("/rpc", server.port, method="POST")
+            assert await _status_of(server.port, post) == 405
+            assert server.open_slots == 0
+
+
+# --------------------------------------------------------------------------------------------
+# Finding 6: the page's own origin, for addresses actually bound
+
+
+async def test_the_own_origin_exception_covers_only_bound_addresses() -> None:
+    """Listening on 127.0.0.1 only, a page at http://[::1]:PORT (or http://localhost:PORT,
+    which a browser tries on ::1 first) may be anyone's: another program can listen there.
+    It was accepted as the page's own origin."""
+    with trio.fail_after(10):
+        async with serving(page=load_page().site, host="127.0.0.1") as server:
+            port = server.port
+
+            async def status(origin: str) -> int:
+                return await raw_status(port, headers=[BEARER, ("Origin", origin)])
+
+            assert await status(f"http://127.0.0.1:{port}") == 101
+            assert await status(f"http://[::1]:{port}") == 403
+            assert await status(f"http://localhost:{port}") == 403
+
+
+def test_own_origins_are_those_of_addresses_held() -> None:
+    def origins(*listening: str, local: str | None = None, bound: str = "127.0.0.1") -> set[str]:
+        found = own_origins(
+            listening=listening, local_host=local, port=8765, bound_host=bound, allowed=()
+        )
+        return set(found)
+
+    assert origins("127.0.0.1") == {"http://127.0.0.1:8765"}
+    assert origins("::1") == {"http://[::1]:8765"}
+    both = {"http://127.0.0.1:8765", "http://[::1]:8765", "http://localhost:8765"}
+    assert origins("127.0.0.1", "::1") == both
+    # A wildcard holds its family's loopback, and the address a connection arrived on.
+    assert origins("0.0.0.0", "::", local="10.1.2.3") == {
+        "http://10.1.2.3:8765",
+        "http://localhost:8765",
+    }
+    assert origins("0.0.0.0", local="127.0.0.1") == {"http://127.0.0.1:8765"}
+    # A name the operator bound is theirs, as an allowed host is; "localhost" is not a name
+    # of that kind (it is decided by the loopbacks held).
+    assert "http://devbox.lan:8765" in origins("10.1.2.3", bound="devbox.lan")
+    assert origins("127.0.0.1", bound="localhost") == {"http://127.0.0.1:8765"}
+    with_allowed = own_origins(
+        listening=["127.0.0.1"], local_host=None, port=80, bound_host="127.0.0.1", allowed=["Box"]
+    )
+    assert with_allowed == {
+        "http://127.0.0.1:80",
+        "http://127.0.0.1",
+        "http://box",
+        "http://box:80",
+    }
