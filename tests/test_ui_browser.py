@@ -20,7 +20,9 @@ With TRIO_PTY_UI_SCREENSHOTS=DIR the tests also save the screenshots used in doc
 
 from __future__ import annotations
 
+import base64
 import itertools
+import math
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -482,6 +484,32 @@ HEADER_HITS = """(() => {
 })()"""
 
 
+# How much of the best of a PNG's last two pixel rows has the header's border colour (where
+# the 1 px border lands depends on rounding). The PNG is decoded in the page:
+# createImageBitmap loads no URL, so the CSP allows it.
+BORDER_SHARE = """async (png) => {
+  const bytes = Uint8Array.from(atob(png), (c) => c.charCodeAt(0));
+  const bitmap = await createImageBitmap(new Blob([bytes], { type: 'image/png' }));
+  const canvas = document.createElement('canvas');
+  canvas.width = bitmap.width;
+  canvas.height = bitmap.height;
+  const g = canvas.getContext('2d');
+  g.drawImage(bitmap, 0, 0);
+  const th = document.querySelector('#sessions th');
+  const border = getComputedStyle(th).borderBottomColor.match(/\\d+/g).map(Number);
+  let best = 0;
+  for (const y of [bitmap.height - 2, bitmap.height - 1]) {
+    const row = g.getImageData(0, y, bitmap.width, 1).data;
+    let same = 0;
+    for (let i = 0; i < row.length; i += 4) {
+      if (border.every((v, k) => Math.abs(row[i + k] - v) <= 2)) same++;
+    }
+    best = Math.max(best, same / bitmap.width);
+  }
+  return best;
+}"""
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 def test_list_form_header_order_filter_and_titles(monitor: Monitor, width: int) -> None:
     owners = [monitor.owner("list") for _ in range(3)]
@@ -526,15 +554,19 @@ def test_list_form_header_order_filter_and_titles(monitor: Monitor, width: int) 
     assert page.locator("#spawn-form").is_hidden()
 
     # The sticky header: the rows scroll under it and nothing of them shows through: the
-    # header looks the same, pixel for pixel, at any scroll position.
+    # header, its bottom border included, looks the same, pixel for pixel, at any scroll
+    # position.
     page.evaluate("document.getElementById('list-scroll').scrollTop = 0")
     head = _clip_header(page)
     before = page.screenshot(clip=head)
     row_height = box(page, "#sessions tbody tr")["height"]
-    for offset in (row_height * 0.5, row_height * 1.5, row_height * 2.3):
+    for offset in (0, row_height * 0.5, row_height * 1.5, row_height * 2.3):
         page.evaluate(f"document.getElementById('list-scroll').scrollTop = {offset}")
         poll(page, f"document.getElementById('list-scroll').scrollTop > {offset - 1}")
-        assert page.screenshot(clip=head) == before, f"rows show through the header at {offset}"
+        shot = page.screenshot(clip=head)
+        assert shot == before, f"rows show through the header at {offset}"
+        border = page.evaluate(BORDER_SHARE, base64.b64encode(shot).decode())
+        assert border > 0.95, f"the header lost its border at {offset} ({border:.0%} of it)"
         hits = page.evaluate(HEADER_HITS)
         assert hits and set(hits) == {"thead"}, hits
     if width == WIDTHS[-1]:
@@ -571,10 +603,12 @@ def test_list_form_header_order_filter_and_titles(monitor: Monitor, width: int) 
 
 
 def _clip_header(page: Any) -> dict[str, float]:
+    """The header's box in whole pixels, down to where its 1 px bottom border is drawn."""
     head = box(page, "#sessions thead")
     scroller = box(page, "#list-scroll")
-    width = min(head["width"], scroller["x"] + scroller["width"] - head["x"])
-    return {"x": head["x"], "y": head["y"], "width": width, "height": head["height"]}
+    right = min(head["x"] + head["width"], scroller["x"] + scroller["width"])
+    top, bottom = math.floor(head["y"]), round(head["y"] + head["height"])
+    return {"x": head["x"], "y": top, "width": right - head["x"], "height": bottom - top}
 
 
 def _clip_pane(page: Any) -> dict[str, float]:
