@@ -742,7 +742,8 @@
       row.dataset.id = info.id;
       row.tabIndex = 0;
       const cells = {};
-      for (const name of ['id', 'owner', 'title', 'term', 'cmd', 'status', 'exit', 'age', 'lines']) {
+      // In the header's order: what matters most first, for narrow windows.
+      for (const name of ['id', 'status', 'exit', 'owner', 'title', 'term', 'cmd', 'age', 'lines']) {
         cells[name] = element('td', name);
         row.append(cells[name]);
       }
