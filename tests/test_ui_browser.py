@@ -35,7 +35,7 @@ import trio
 
 from tests import leaks
 from trio_pty.model import SessionInfo, Wait
-from trio_pty.rpc.client import connect
+from trio_pty.rpc.client import RpcError, connect
 from trio_pty.rpc.serve import PAGE_LINE_PREFIX
 from trio_pty.ui import vendor
 from trio_pty.wire import ListParams, OwnerDeleteParams, SpawnParams, WriteParams
@@ -441,6 +441,7 @@ FORM_HIDDEN = """(() => {
   const box = document.getElementById('list-scroll').getBoundingClientRect();
   const hidden = [];
   for (const el of document.querySelectorAll('#spawn-form input, #spawn-form button')) {
+    if (!el.getClientRects().length) continue; // not offered (hidden)
     const r = el.getBoundingClientRect();
     const inside = r.top >= box.top && r.bottom <= box.bottom
       && r.left >= box.left && r.right <= box.right;
@@ -544,6 +545,9 @@ def test_list_form_header_order_filter_and_titles(monitor: Monitor, width: int) 
     page.mouse.move(5, 5)
     page.locator("#spawn-toggle").click()
     assert page.locator("#spawn-toggle").get_attribute("aria-expanded") == "true"
+    # A shell session is offered when the server has them (pty.spawn_shell, pty.commands).
+    offered = page.locator("#spawn-form input[name=shell]").is_visible()
+    assert offered == has_shell_sessions(monitor.server)
     assert page.evaluate(FORM_HIDDEN) == []
     rows = page.evaluate(ROWS_SEEN)
     assert len(rows["seen"]) >= 1 and rows["covered"] == [], rows
@@ -829,3 +833,92 @@ def _clip_rows(page: Any, first: str, end: str) -> dict[str, float]:
         "width": 300,
         "height": bottom["y"] - top["y"] + 12,
     }
+
+
+# --------------------------------------------------------------------------------------------
+# A shell session: each command with its exit code beside the terminal (pty.commands)
+
+
+def has_shell_sessions(server: ServerProcess) -> bool:
+    """Whether the server has pty.spawn_shell and pty.commands (an unknown method is -32601;
+    an unknown session, any other error)."""
+
+    async def work(client: Any) -> bool:
+        try:
+            await client.call("pty.commands", {"id": "pty_00000000"})
+        except RpcError as exc:
+            return exc.code != -32601
+        return True
+
+    result: bool = _rpc(server, work)
+    return result
+
+
+# Until main has them: the test fails at once (AssertionError) and XPASSes, failing the run,
+# the moment they are there.
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="pty.spawn_shell and pty.commands are not on main yet (branch cli, issue 18)",
+)
+@pytest.mark.parametrize("width", WIDTHS)
+def test_shell_session_lists_each_command_with_its_exit_code(monitor: Monitor, width: int) -> None:
+    assert has_shell_sessions(monitor.server), "the server has no shell sessions over RPC"
+    owner = monitor.owner("shell")
+    page = monitor.open(width, f"&owner={owner}")
+    connected(page)
+    # Spawn a shell from the page (pty.spawn_shell): it opens with its command list.
+    page.locator("#spawn-toggle").click()
+    form = page.locator("#spawn-form")
+    form.locator("input[name=shell]").check()
+    assert form.locator("input[name=args]").is_disabled()
+    form.locator("input[name=command]").fill("bash")
+    form.locator("input[name=description]").fill("a shell from the page")
+    form.locator("button[type=submit]").click()
+    poll(page, f"{MONITOR}.status().open.length === 1")
+    [shell] = status(page)["open"]
+    panel = page.locator(f".view[data-id='{shell}'] .commands")
+    panel.wait_for()
+    page.locator(".view.active .term").click()
+    for line in ("true", "false", "sh -c 'exit 7'", "echo done"):
+        page.keyboard.type(line)
+        page.keyboard.press("Enter")
+    codes = f"[...document.querySelectorAll(\".view[data-id='{shell}'] .command\")]"
+    poll(page, f"{codes}.map((c) => c.querySelector('.code').textContent).join() === '0,1,7,0'")
+    texts = page.evaluate(f"{codes}.map((c) => c.querySelector('.text').textContent)")
+    assert texts == ["true", "false", "sh -c 'exit 7'", "echo done"]
+    classes = page.evaluate(f"{codes}.map((c) => c.className)")
+    assert classes == [
+        "command exited ok",
+        "command exited failed",
+        "command exited failed",
+        "command exited ok",
+    ]
+    assert panel.locator(".commands-head").inner_text().split() == ["Commands", "4,", "2", "failed"]
+
+    # The page shows what the server records.
+    async def recorded(client: Any) -> list[tuple[str, int | None]]:
+        listed = await client.call("pty.commands", {"id": shell, "owner": owner})
+        return [(c["command"], c["exit_code"]) for c in listed["commands"]]
+
+    assert _rpc(monitor.server, recorded) == [
+        ("true", 0),
+        ("false", 1),
+        ("sh -c 'exit 7'", 7),
+        ("echo done", 0),
+    ]
+    # The list is on screen beside (or, narrow, below) the terminal, every item in it.
+    term, listing = box(page, ".view.active .term"), box(page, ".view.active .commands")
+    if width == WIDTHS[0]:
+        assert listing["x"] >= term["x"] + term["width"]
+    else:
+        assert listing["y"] >= term["y"] + term["height"]
+    assert listing["y"] + listing["height"] <= HEIGHT
+    # A command still running says so, then gets its code (130: Ctrl-C).
+    page.keyboard.type("sleep 30")
+    page.keyboard.press("Enter")
+    poll(page, f"{codes}.length === 5 && {codes}[4].classList.contains('running')")
+    assert page.evaluate(f"{codes}[4].querySelector('.took').textContent") == "running"
+    monitor.shot(page, f"monitor-commands-{width}.png", _clip_terminals(page))
+    page.keyboard.press("Control+c")
+    poll(page, f"{codes}[4].querySelector('.code').textContent === '130'")

@@ -39,6 +39,7 @@
     activeMatchColorOverviewRuler: '#ffd866',
   };
   const SEARCH_LIMIT = 1000; // the search addon highlights at most this many matches
+  const COMMANDS_LIMIT = 200; // a shell session's last commands shown beside its terminal
 
   // ---- the URL: take the token, keep the owner filter, clean the address bar
   const query = new URLSearchParams(location.search);
@@ -66,6 +67,7 @@
     views: new Map(), // session id -> View, in tab order
     active: null, // the View the toolbar, the search box and the keyboard act on
     layout: 'tabs',
+    commands: false, // the server has shell sessions (pty.spawn_shell, pty.commands)
     uses: 0, // counts activations, for "least recently used"
     violations: [],
   };
@@ -373,6 +375,89 @@
     return node;
   }
 
+  // ---- a shell session's commands, each with its exit code (pty.commands)
+
+  function duration(ms) {
+    if (ms < 1000) return `${ms} ms`;
+    if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
+    return `${Math.floor(ms / 60000)}m ${Math.round((ms % 60000) / 1000)}s`;
+  }
+
+  function commandItem(command) {
+    const item = element('li', 'command ' + command.state);
+    item.dataset.number = String(command.number);
+    const code = element('span', 'code');
+    let how;
+    if (command.state === 'running') {
+      code.textContent = '\u2026';
+      how = 'running';
+    } else if (command.exit_code === null || command.exit_code === undefined) {
+      code.textContent = '?';
+      how = 'the prompt came back without its exit code';
+    } else {
+      code.textContent = String(command.exit_code);
+      item.classList.add(command.exit_code === 0 ? 'ok' : 'failed');
+      how = command.state === 'session_ended' ? `the shell ended: exit ${command.exit_code}` : `exit ${command.exit_code}`;
+    }
+    code.setAttribute('aria-label', how);
+    // A running command's duration would go stale between reloads: say it runs instead.
+    const took = command.state === 'running' ? 'running' : duration(command.duration_ms);
+    item.append(code, element('span', 'text', command.command), element('span', 'took', took));
+    const lines = command.first_line === null ? 'no output' : `output lines ${command.first_line}\u2013${command.last_line}`;
+    item.title = [
+      `#${command.number}, ${command.source === 'run' ? 'sent by pty.run' : 'typed'}: ${how}`,
+      command.cwd ? `in ${command.cwd}` : '',
+      `started ${new Date(command.started_at * 1000).toLocaleTimeString()}` + (command.state === 'running' ? '' : `, took ${took}`),
+      lines,
+    ].filter(Boolean).join('\n');
+    return item;
+  }
+
+  class Commands {
+    constructor(view) {
+      this.view = view;
+      this.loadedFor = null; // the session's output size and status the list reflects
+      this.loading = false;
+      this.element = element('aside', 'commands');
+      this.element.setAttribute('aria-label', 'Commands and their exit codes');
+      this.summary = element('span', 'muted');
+      const head = element('div', 'commands-head');
+      head.append(element('span', 'label', 'Commands'), this.summary);
+      this.list = element('ol', 'commands-list');
+      this.empty = element('p', 'muted', 'No command yet.');
+      this.element.append(head, this.list, this.empty);
+    }
+
+    // Reload when the session's output or status moved since the last load: a command
+    // starting or ending writes its marks into the output, and the shell ending ends it.
+    async load() {
+      const info = this.view.info;
+      const key = `${info.byte_count}:${info.status}`;
+      const rpc = state.rpc;
+      if (this.loading || key === this.loadedFor || !state.commands || !rpc || !state.connected) return;
+      this.loading = true;
+      try {
+        const result = await rpc.call('pty.commands', { id: info.id, owner: info.owner, limit: COMMANDS_LIMIT });
+        this.loadedFor = key;
+        if (!this.view.disposed) this.render(result.commands);
+      } catch (error) {
+        if (error.code === -32601) shellSessions(false); // the server went back to an older one
+      } finally {
+        this.loading = false;
+      }
+    }
+
+    render(commands) {
+      const list = this.list;
+      const atEnd = list.scrollTop + list.clientHeight >= list.scrollHeight - 4;
+      list.replaceChildren(...commands.map(commandItem));
+      if (atEnd) list.scrollTop = list.scrollHeight;
+      const failed = commands.filter((c) => c.state !== 'running' && c.exit_code !== null && c.exit_code !== 0).length;
+      this.summary.textContent = commands.length ? `${commands.length}${failed ? `, ${failed} failed` : ''}` : '';
+      this.empty.hidden = commands.length > 0;
+    }
+  }
+
   class View {
     constructor(info) {
       this.id = info.id;
@@ -428,7 +513,15 @@
         if (event.target !== captionClose) activate(this, { focus: true });
       });
       this.host = element('div', 'term');
-      this.element.append(this.caption, this.host);
+      const body = element('div', 'view-body');
+      body.append(this.host);
+      // A shell session lists its commands with their exit codes beside the terminal.
+      this.commands = info.shell ? new Commands(this) : null;
+      if (this.commands) {
+        body.append(this.commands.element);
+        this.commands.element.hidden = !state.commands;
+      }
+      this.element.append(this.caption, body);
       this.element.addEventListener('focusin', () => activate(this));
       $('tabs').append(this.tab);
       $('terminals').append(this.element);
@@ -587,6 +680,7 @@
       if (wasLive && !isLive(info)) this.queue = [];
       this.label();
       if (state.active === this) toolbar();
+      if (this.commands) this.commands.load();
     }
 
     gone() {
@@ -676,6 +770,7 @@
       state.views.set(info.id, view);
       arrange();
       view.attach();
+      if (view.commands) view.commands.load();
     }
     activate(view, { focus });
     return view;
@@ -1016,6 +1111,42 @@
     }
   }
 
+  // Whether the server has shell sessions over RPC: ask once per connection (an unknown
+  // method is -32601, an unknown session any other error). An older server has none: no
+  // shell choice in the form, no command lists.
+  async function probeShellSessions(rpc) {
+    try {
+      await rpc.call('pty.commands', { id: 'pty_00000000' });
+      shellSessions(true);
+    } catch (error) {
+      if (error instanceof RpcError) shellSessions(error.code !== -32601);
+    }
+  }
+
+  function shellSessions(available) {
+    state.commands = available;
+    const form = $('spawn-form').elements;
+    form.shell.closest('label').hidden = !available;
+    if (!available && form.shell.checked) {
+      form.shell.checked = false;
+      shellChosen();
+    }
+    for (const view of state.views.values()) {
+      if (!view.commands) continue;
+      view.commands.element.hidden = !available;
+      if (available) view.commands.load();
+    }
+  }
+
+  // A shell session (pty.spawn_shell) takes a shell's name, or none, and no arguments.
+  function shellChosen() {
+    const form = $('spawn-form').elements;
+    const shell = form.shell.checked;
+    form.command.required = !shell;
+    form.command.placeholder = shell ? 'bash or zsh (default: $SHELL)' : 'bash';
+    form.args.disabled = shell;
+  }
+
   async function spawn(event) {
     event.preventDefault();
     const form = event.target;
@@ -1025,22 +1156,23 @@
       error.textContent = 'not connected';
       return;
     }
-    let args;
+    let args = [];
     try {
-      args = splitArgs(form.elements.args.value);
+      if (!form.elements.shell.checked) args = splitArgs(form.elements.args.value);
     } catch (problem) {
       error.textContent = problem.message;
       return;
     }
     const size = state.active ? { rows: state.active.term.rows, cols: state.active.term.cols } : {};
+    const shell = form.elements.shell.checked;
     const params = Object.assign({
-      command: form.elements.command.value.trim(),
-      args,
       description: form.elements.description.value,
       owner: form.elements.owner.value.trim() || ownerFilter[0] || 'default',
     }, size);
+    if (shell) params.shell = form.elements.command.value.trim() || null; // null: $SHELL or bash
+    else Object.assign(params, { command: form.elements.command.value.trim(), args });
     try {
-      const info = await state.rpc.call('pty.spawn', params);
+      const info = await state.rpc.call(shell ? 'pty.spawn_shell' : 'pty.spawn', params);
       form.elements.command.value = form.elements.args.value = form.elements.description.value = '';
       showSpawnForm(false);
       await refresh();
@@ -1111,6 +1243,7 @@
     state.retryMs = RETRY_MIN_MS;
     setConnection('connected');
     $('auth').hidden = true;
+    await probeShellSessions(rpc);
     await refresh();
     toolbar();
     for (const view of state.views.values()) if (!view.removed) view.attach();
@@ -1132,6 +1265,7 @@
     $('spawn-toggle').addEventListener('click', () => showSpawnForm($('spawn-form').hidden));
     $('spawn-cancel').addEventListener('click', () => showSpawnForm(false));
     $('spawn-form').addEventListener('submit', spawn);
+    $('spawn-form').elements.shell.addEventListener('change', shellChosen);
     $('filter').addEventListener('input', (event) => {
       state.filter = parseFilter(event.target.value);
       renderList();
@@ -1168,6 +1302,7 @@
       connect();
     });
     split.setup();
+    shellSessions(false); // until the server says it has them
     setInterval(() => {
       refresh();
     }, LIST_INTERVAL_MS);
