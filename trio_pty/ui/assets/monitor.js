@@ -922,7 +922,7 @@
     } finally {
       state.listing = false;
     }
-    state.sessions = visible(everyone);
+    state.sessions = ofListedOwners(everyone);
     // Open views follow the server's list, not ?owner= (the spawn form may start a session
     // for an owner this page does not list).
     const byId = new Map(everyone.map((info) => [info.id, info]));
@@ -934,7 +934,7 @@
     renderList();
   }
 
-  function visible(sessions) {
+  function ofListedOwners(sessions) {
     if (!ownerFilter.length) return sessions;
     return sessions.filter((info) => ownerFilter.includes(info.owner));
   }
