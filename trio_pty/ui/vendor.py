@@ -1,8 +1,10 @@
 """xterm.js for the monitor page, without committing third-party code.
 
-The page needs three files of two npm packages, pinned here: `@xterm/xterm` (the terminal and
-its stylesheet) and `@xterm/addon-fit` (sizes the terminal to its box). Nothing of them is in
-the repository. Two ways to get them to a browser:
+The page needs five files of four npm packages, pinned here: `@xterm/xterm` (the terminal and
+its stylesheet), `@xterm/addon-fit` (sizes the terminal to its box), `@xterm/addon-search`
+(scrollback search) and `@xterm/addon-unicode11` (emoji and other wide characters take two
+cells, as the programs' wcwidth says). Nothing of them is in the repository. Two ways to get
+them to a browser:
 
 - **A local copy** (preferred, and the only one that works offline): `fetch` asks npm for the
   pinned tarballs (`npm pack`), checks each against the pinned npm integrity (sha512 of the
@@ -132,6 +134,40 @@ PACKAGES: Final[tuple[VendorPackage, ...]] = (
             ),
         ),
         licence="addon-fit.LICENSE",
+    ),
+    VendorPackage(
+        name="@xterm/addon-search",
+        version="0.15.0",
+        integrity=(
+            "sha512-ZBZKLQ+EuKE83CqCmSSz5y1tx+aNOCUaA7dm6emgOX+8J9H1FWXZyrKfzjwzV+V14TV3xToz1goI"
+            "eRhXBS5qjg=="
+        ),
+        files=(
+            VendorFile(
+                "lib/addon-search.js",
+                "addon-search.js",
+                "86LmRYuuZvNbzjJ7gcFKXZcXi8YHqiuLVAz9ichptrEx0IfWHcH7XRjQWA7K1Q5c",
+                "text/javascript; charset=utf-8",
+            ),
+        ),
+        licence="addon-search.LICENSE",
+    ),
+    VendorPackage(
+        name="@xterm/addon-unicode11",
+        version="0.8.0",
+        integrity=(
+            "sha512-LxinXu8SC4OmVa6FhgwsVCBZbr8WoSGzBl2+vqe8WcQ6hb1r6Gj9P99qTNdPiFPh4Ceiu2pC8xuk"
+            "Z6+2nnh49Q=="
+        ),
+        files=(
+            VendorFile(
+                "lib/addon-unicode11.js",
+                "addon-unicode11.js",
+                "7DkEj65mwuJpyTemyRshYB1TDCUcpXHiCcSt0agkXn8Zz8nOqajgB6EoeULHiS1O",
+                "text/javascript; charset=utf-8",
+            ),
+        ),
+        licence="addon-unicode11.LICENSE",
     ),
 )
 

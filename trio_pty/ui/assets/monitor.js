@@ -1,16 +1,19 @@
 /* trio-pty monitor: watch and drive every session of a trio-pty server.
  *
  * Plain browser JavaScript, no build step. Talks JSON-RPC 2.0 to /rpc on the same origin
- * (docs/protocol.md); renders with xterm.js (window.Terminal, window.FitAddon).
+ * (docs/protocol.md); renders with xterm.js (window.Terminal) and its fit, search and
+ * unicode11 addons.
  *
  * - Token: read from ?token= once, kept in this closure only (no cookie, no storage), removed
  *   from the address bar, sent as ?token= on the WebSocket URL (browsers cannot set headers).
- * - Sessions: pty.list {all_owners: true} every second, filtered by ?owner=a,b when given.
- * - The selected session is attached as a driver while it runs: xterm.js answers the
- *   program's terminal queries, so the server stops answering them. Output that was produced
- *   before the attachment is replayed without answering the queries in it a second time.
- * - Reconnect: after a dropped connection the page reattaches with offset = the next_offset
- *   of the last chunk it rendered, so nothing is repeated or lost.
+ * - Sessions: pty.list {all_owners: true} every second, filtered by ?owner=a,b when given;
+ *   shown newest first (any column sorts), narrowed by the filter box.
+ * - Terminals: each opened session gets its own xterm.js view (tabs, or all at once in a
+ *   grid), attached as a driver while it runs: xterm.js answers the program's terminal
+ *   queries, so the server stops answering them. Output that was produced before the
+ *   attachment is replayed without answering the queries in it a second time.
+ * - Reconnect: after a dropped connection every view reattaches with offset = the
+ *   next_offset of the last chunk it rendered, so nothing is repeated or lost.
  */
 'use strict';
 
@@ -20,7 +23,23 @@
   const RETRY_MIN_MS = 250;
   const RETRY_MAX_MS = 5000;
   const WRITE_BATCH_CHARS = 16384;
+  const MAX_VIEWS = 8; // open terminals; opening one more closes the least recently used
+  const SPLIT_DEFAULT = 0.4; // the list's share of the height below the page header
+  const SPLIT_MIN_LIST_PX = 90;
+  const SPLIT_MIN_TERMINAL_PX = 140;
+  const SPLIT_STEP = 0.05; // arrow keys on the splitter
   const SIGNALS = { 1: 'SIGHUP', 2: 'SIGINT', 3: 'SIGQUIT', 6: 'SIGABRT', 9: 'SIGKILL', 13: 'SIGPIPE', 15: 'SIGTERM' };
+  const STATUS_ORDER = { running: 0, killing: 1, exited: 2, killed: 3 };
+  const SEARCH_DECORATIONS = {
+    matchBackground: '#5c4813',
+    matchBorder: '#9e7a1c',
+    matchOverviewRuler: '#9e7a1c',
+    activeMatchBackground: '#d29922',
+    activeMatchBorder: '#ffd866',
+    activeMatchColorOverviewRuler: '#ffd866',
+  };
+  const SEARCH_LIMIT = 1000; // the search addon highlights at most this many matches
+  const COMMANDS_LIMIT = 200; // a shell session's last commands shown beside its terminal
 
   // ---- the URL: take the token, keep the owner filter, clean the address bar
   const query = new URLSearchParams(location.search);
@@ -42,8 +61,14 @@
     nextDelayMs: null,
     retryTimer: null,
     listing: false,
-    sessions: [],
-    selected: null,
+    sessions: [], // what pty.list returned, narrowed by ?owner=
+    filter: parseFilter(''),
+    sort: { key: 'age', ascending: true }, // youngest first
+    views: new Map(), // session id -> View, in tab order
+    active: null, // the View the toolbar, the search box and the keyboard act on
+    layout: 'tabs',
+    commands: false, // the server has shell sessions (pty.spawn_shell, pty.commands)
+    uses: 0, // counts activations, for "least recently used"
     violations: [],
   };
 
@@ -245,17 +270,23 @@
     return info.status === 'running';
   }
 
+  // Red in the list: it ended with a non-zero exit, or by a signal.
+  function failed(info) {
+    return info.status === 'killed' || (info.status === 'exited' && info.exit_code !== 0);
+  }
+
+  function commandLine(info) {
+    return [info.command, ...info.args].map(quoteArg).join(' ');
+  }
+
   function badge(element, info) {
     element.textContent = info.status;
     element.className = 'badge ' + info.status;
     if (info.status === 'exited' && info.exit_code !== 0) element.classList.add('failed');
   }
 
-  function cell(text, className) {
-    const td = document.createElement('td');
-    td.textContent = text;
-    if (className) td.className = className;
-    return td;
+  function setText(element, text) {
+    if (element.textContent !== text) element.textContent = text;
   }
 
   function setConnection(name, text) {
@@ -268,7 +299,164 @@
     $('term-note').textContent = text || '';
   }
 
-  // ---- one attached session
+  // ---- the filter box: "owner:NAME status:STATUS words"
+  //
+  // Several owner: (or status:) terms are alternatives; the kinds of term and the words must
+  // all match. Words are case-insensitive substrings of the id, owner, titles, description or
+  // command line. status: is a status, or "failed" (red: non-zero exit, or killed), or
+  // "ended" (anything but running and killing).
+  function parseFilter(text) {
+    const filter = { owners: [], statuses: [], words: [] };
+    for (const term of text.split(/\s+/).filter(Boolean)) {
+      const match = /^(owner|status):(.+)$/i.exec(term);
+      if (!match) filter.words.push(term.toLowerCase());
+      else if (match[1].toLowerCase() === 'owner') filter.owners.push(match[2]);
+      else filter.statuses.push(match[2].toLowerCase());
+    }
+    return filter;
+  }
+
+  function hasStatus(info, status) {
+    if (status === 'failed') return failed(info);
+    if (status === 'ended') return info.status === 'exited' || info.status === 'killed';
+    return info.status === status;
+  }
+
+  function matchesFilter(info, filter) {
+    if (filter.owners.length && !filter.owners.includes(info.owner)) return false;
+    if (filter.statuses.length && !filter.statuses.some((status) => hasStatus(info, status))) return false;
+    if (!filter.words.length) return true;
+    const text = [info.id, info.owner, info.title, info.terminal_title, info.description, commandLine(info)]
+      .filter(Boolean).join('\n').toLowerCase();
+    return filter.words.every((word) => text.includes(word));
+  }
+
+  // ---- sorting: each column's value; empty values go last whichever the direction
+  const SORT_VALUES = {
+    id: (info) => info.id,
+    owner: (info) => info.owner,
+    title: (info) => info.title || info.description,
+    terminal_title: (info) => info.terminal_title,
+    command: commandLine,
+    status: (info) => STATUS_ORDER[info.status],
+    exit: (info) => (info.exit_code ?? (info.exit_signal === null || info.exit_signal === undefined ? null : 1000 + info.exit_signal)),
+    age: (info) => -info.created_at, // ascending age: the youngest first
+    lines: (info) => info.line_count,
+  };
+  const DESCENDING_FIRST = new Set(['lines']);
+
+  function compareSessions(a, b) {
+    const value = SORT_VALUES[state.sort.key];
+    const x = value(a);
+    const y = value(b);
+    const xEmpty = x === null || x === undefined || x === '';
+    const yEmpty = y === null || y === undefined || y === '';
+    let order = 0;
+    if (xEmpty || yEmpty) order = xEmpty === yEmpty ? 0 : xEmpty ? 1 : -1;
+    else {
+      order = typeof x === 'string' ? x.localeCompare(y) : x - y;
+      if (!state.sort.ascending) order = -order;
+    }
+    return order || b.created_at - a.created_at || a.id.localeCompare(b.id);
+  }
+
+  // ---- one open terminal: a session's xterm.js, its tab and its attachment
+
+  function terminalFont() {
+    // One declaration of the stack: --mono in monitor.css (DejaVu Sans Mono for the grid,
+    // Noto Sans Mono CJK and Noto Color Emoji for what it lacks).
+    return getComputedStyle(document.documentElement).getPropertyValue('--mono').trim() || 'monospace';
+  }
+
+  function element(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  // ---- a shell session's commands, each with its exit code (pty.commands)
+
+  function duration(ms) {
+    if (ms < 1000) return `${ms} ms`;
+    if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
+    return `${Math.floor(ms / 60000)}m ${Math.round((ms % 60000) / 1000)}s`;
+  }
+
+  function commandItem(command) {
+    const item = element('li', 'command ' + command.state);
+    item.dataset.number = String(command.number);
+    const code = element('span', 'code');
+    let how;
+    if (command.state === 'running') {
+      code.textContent = '\u2026';
+      how = 'running';
+    } else if (command.exit_code === null || command.exit_code === undefined) {
+      code.textContent = '?';
+      how = 'the prompt came back without its exit code';
+    } else {
+      code.textContent = String(command.exit_code);
+      item.classList.add(command.exit_code === 0 ? 'ok' : 'failed');
+      how = command.state === 'session_ended' ? `the shell ended: exit ${command.exit_code}` : `exit ${command.exit_code}`;
+    }
+    code.setAttribute('aria-label', how);
+    // A running command's duration would go stale between reloads: say it runs instead.
+    const took = command.state === 'running' ? 'running' : duration(command.duration_ms);
+    item.append(code, element('span', 'text', command.command), element('span', 'took', took));
+    const lines = command.first_line === null ? 'no output' : `output lines ${command.first_line}\u2013${command.last_line}`;
+    item.title = [
+      `#${command.number}, ${command.source === 'run' ? 'sent by pty.run' : 'typed'}: ${how}`,
+      command.cwd ? `in ${command.cwd}` : '',
+      `started ${new Date(command.started_at * 1000).toLocaleTimeString()}` + (command.state === 'running' ? '' : `, took ${took}`),
+      lines,
+    ].filter(Boolean).join('\n');
+    return item;
+  }
+
+  class Commands {
+    constructor(view) {
+      this.view = view;
+      this.loadedFor = null; // the session's output size and status the list reflects
+      this.loading = false;
+      this.element = element('aside', 'commands');
+      this.element.setAttribute('aria-label', 'Commands and their exit codes');
+      this.summary = element('span', 'muted');
+      const head = element('div', 'commands-head');
+      head.append(element('span', 'label', 'Commands'), this.summary);
+      this.list = element('ol', 'commands-list');
+      this.empty = element('p', 'muted', 'No command yet.');
+      this.element.append(head, this.list, this.empty);
+    }
+
+    // Reload when the session's output or status moved since the last load: a command
+    // starting or ending writes its marks into the output, and the shell ending ends it.
+    async load() {
+      const info = this.view.info;
+      const key = `${info.byte_count}:${info.status}`;
+      const rpc = state.rpc;
+      if (this.loading || key === this.loadedFor || !state.commands || !rpc || !state.connected) return;
+      this.loading = true;
+      try {
+        const result = await rpc.call('pty.commands', { id: info.id, owner: info.owner, limit: COMMANDS_LIMIT });
+        this.loadedFor = key;
+        if (!this.view.disposed) this.render(result.commands);
+      } catch (error) {
+        if (error.code === -32601) shellSessions(false); // the server went back to an older one
+      } finally {
+        this.loading = false;
+      }
+    }
+
+    render(commands) {
+      const list = this.list;
+      const atEnd = list.scrollTop + list.clientHeight >= list.scrollHeight - 4;
+      list.replaceChildren(...commands.map(commandItem));
+      if (atEnd) list.scrollTop = list.scrollHeight;
+      const failed = commands.filter((c) => c.state !== 'running' && c.exit_code !== null && c.exit_code !== 0).length;
+      this.summary.textContent = commands.length ? `${commands.length}${failed ? `, ${failed} failed` : ''}` : '';
+      this.empty.hidden = commands.length > 0;
+    }
+  }
 
   class View {
     constructor(info) {
@@ -285,47 +473,139 @@
       this.resizing = false;
       this.sentSize = null;
       this.disposed = false;
-      const box = $('terminal');
-      box.replaceChildren();
+      this.used = 0;
+      this.results = null; // the search addon's last {resultIndex, resultCount}
+
+      // The tab (always) and the view (its caption shows in the grid only).
+      this.tab = element('div', 'tab');
+      this.tab.setAttribute('role', 'tab');
+      this.tab.tabIndex = 0;
+      this.tab.dataset.id = info.id;
+      this.tabDot = element('span', 'dot');
+      this.tabLabel = element('span', 'label');
+      const tabClose = element('button', 'close', '\u00d7');
+      tabClose.type = 'button';
+      tabClose.title = 'Close this terminal (detach)';
+      this.tab.append(this.tabDot, this.tabLabel, tabClose);
+      this.tab.addEventListener('click', (event) => {
+        if (event.target === tabClose) closeView(this);
+        else activate(this, { focus: true });
+      });
+      this.tab.addEventListener('keydown', (event) => {
+        if (event.target !== this.tab) return;
+        if (event.key === 'Enter' || event.key === ' ') {
+          event.preventDefault();
+          activate(this, { focus: true });
+        } else if (event.key === 'Delete') closeView(this);
+      });
+
+      this.element = element('div', 'view');
+      this.element.dataset.id = info.id;
+      this.caption = element('div', 'view-head');
+      this.captionLabel = element('span', 'label');
+      this.captionBadge = element('span', 'badge');
+      const captionClose = element('button', 'close link', '\u00d7');
+      captionClose.type = 'button';
+      captionClose.title = 'Close this terminal (detach)';
+      captionClose.addEventListener('click', () => closeView(this));
+      this.caption.append(this.captionLabel, this.captionBadge, element('span', 'spacer'), captionClose);
+      this.caption.addEventListener('click', (event) => {
+        if (event.target !== captionClose) activate(this, { focus: true });
+      });
+      this.host = element('div', 'term');
+      const body = element('div', 'view-body');
+      body.append(this.host);
+      // A shell session lists its commands with their exit codes beside the terminal.
+      this.commands = info.shell ? new Commands(this) : null;
+      if (this.commands) {
+        body.append(this.commands.element);
+        this.commands.element.hidden = !state.commands;
+      }
+      this.element.append(this.caption, body);
+      this.element.addEventListener('focusin', () => activate(this));
+      $('tabs').append(this.tab);
+      $('terminals').append(this.element);
+
       this.term = new Terminal({
+        allowProposedApi: true, // the unicode API and the search addon's match decorations
         cursorBlink: true,
         scrollback: 10000,
-        fontFamily: 'ui-monospace, "DejaVu Sans Mono", "Liberation Mono", monospace',
+        fontFamily: terminalFont(),
         fontSize: 14,
+        overviewRulerWidth: 10,
         theme: { background: '#000000', foreground: '#d1d7e0', cursor: '#3fb950' },
       });
       this.fit = new FitAddon.FitAddon();
       this.term.loadAddon(this.fit);
-      this.term.open(box);
+      // Emoji and other wide characters take two cells, as the programs' wcwidth says.
+      this.term.loadAddon(new Unicode11Addon.Unicode11Addon());
+      this.term.unicode.activeVersion = '11';
+      this.search = new SearchAddon.SearchAddon({ highlightLimit: SEARCH_LIMIT });
+      this.term.loadAddon(this.search);
+      this.search.onDidChangeResults((results) => {
+        this.results = results;
+        if (state.active === this) showSearchCount();
+      });
+      this.term.attachCustomKeyEventHandler((event) => {
+        if (event.type === 'keydown' && event.ctrlKey && event.shiftKey && event.code === 'KeyF') {
+          event.preventDefault();
+          focusSearch();
+          return false;
+        }
+        return true;
+      });
+      this.term.open(this.host);
       this.term.onData((data) => this.input(escapeText(data)));
       this.term.onBinary((data) => this.input(escapeBinary(data)));
       this.term.onResize(() => this.resized());
-      this.fitNow();
       this.term.options.disableStdin = !isLive(info);
+      let frame = 0;
+      this.observer = new ResizeObserver(() => {
+        cancelAnimationFrame(frame);
+        frame = requestAnimationFrame(() => this.fitNow());
+      });
+      this.observer.observe(this.host);
+      this.label();
     }
 
     dispose() {
       this.disposed = true;
+      this.observer.disconnect();
       this.term.dispose();
+      this.tab.remove();
+      this.element.remove();
+    }
+
+    // The tab's and the caption's text: what the session is called, then its id.
+    label() {
+      const info = this.info;
+      const name = info.title || info.terminal_title || info.command;
+      const text = `${name} \u00b7 ${info.id}`;
+      setText(this.tabLabel, text);
+      this.tab.title = [info.id, info.title, info.terminal_title, info.description].filter(Boolean).join('\n');
+      setText(this.captionLabel, info.terminal_title ? `${info.id} \u00b7 ${info.terminal_title}` : text);
+      badge(this.captionBadge, info);
+      if (this.removed) this.captionBadge.textContent = 'removed';
+      this.tabDot.className = 'dot ' + info.status + (failed(info) ? ' failed' : '');
+    }
+
+    visible() {
+      return this.host.clientWidth > 0 && this.host.clientHeight > 0;
     }
 
     fitNow() {
-      if (this.disposed) return;
+      if (this.disposed || !this.visible()) return;
       try {
         this.fit.fit();
       } catch (error) {
         return; // not laid out yet
       }
-      this.showSize();
-    }
-
-    showSize() {
-      $('term-size').textContent = `${this.term.cols}\u00d7${this.term.rows}`;
+      if (state.active === this) showSize();
     }
 
     async attach() {
       const rpc = state.rpc;
-      if (!rpc || !state.connected || this.removed) return;
+      if (!rpc || !state.connected || this.removed || this.disposed) return;
       const driver = isLive(this.info);
       const params = { id: this.id, owner: this.owner, driver };
       if (this.nextOffset !== null) params.offset = this.nextOffset;
@@ -341,10 +621,10 @@
         first = await rpc.call('pty.attach', params);
       } catch (error) {
         if (error.kind === 'session_not_found') this.gone();
-        else if (rpc === state.rpc) note(`attach failed: ${error.message}`);
+        else if (rpc === state.rpc && state.active === this) note(`attach failed: ${error.message}`);
         return;
       }
-      if (state.selected !== this || state.rpc !== rpc) {
+      if (this.disposed || state.rpc !== rpc) {
         rpc.call('pty.detach', { id: this.id, owner: this.owner }).catch(() => {});
         return;
       }
@@ -355,6 +635,13 @@
         this.sentSize = null;
         this.sendSize();
       }
+    }
+
+    detach() {
+      if (this.attached && state.connected) {
+        state.rpc.call('pty.detach', { id: this.id, owner: this.owner }).catch(() => {});
+      }
+      this.attached = false;
     }
 
     // One chunk, from the attach response or a pty.output notification.
@@ -378,13 +665,12 @@
     }
 
     exited(event) {
-      this.info = Object.assign({}, this.info, {
+      this.update(Object.assign({}, this.info, {
         status: event.exit_signal !== null && event.exit_code === null ? 'killed' : 'exited',
         exit_code: event.exit_code,
         exit_signal: event.exit_signal,
         timed_out: event.timed_out,
-      });
-      this.update(this.info);
+      }));
     }
 
     update(info) {
@@ -392,14 +678,17 @@
       this.info = info;
       this.term.options.disableStdin = !isLive(info);
       if (wasLive && !isLive(info)) this.queue = [];
-      toolbar();
+      this.label();
+      if (state.active === this) toolbar();
+      if (this.commands) this.commands.load();
     }
 
     gone() {
       this.removed = true;
       this.attached = false;
       this.term.options.disableStdin = true;
-      toolbar();
+      this.label();
+      if (state.active === this) toolbar();
     }
 
     input(escaped) {
@@ -414,7 +703,7 @@
       if (this.writing) return;
       this.writing = true;
       try {
-        while (this.queue.length && state.connected && isLive(this.info)) {
+        while (this.queue.length && state.connected && isLive(this.info) && !this.disposed) {
           let data = '';
           while (this.queue.length && data.length + this.queue[0].length <= WRITE_BATCH_CHARS) {
             data += this.queue.shift();
@@ -424,14 +713,14 @@
         }
       } catch (error) {
         this.queue = [];
-        note(`input not sent: ${error.message}`);
+        if (state.active === this) note(`input not sent: ${error.message}`);
       } finally {
         this.writing = false;
       }
     }
 
     resized() {
-      this.showSize();
+      if (state.active === this) showSize();
       if (this.attached && isLive(this.info)) this.sendSize();
     }
 
@@ -441,96 +730,241 @@
       if (this.resizing) return;
       this.resizing = true;
       try {
-        while (state.connected && this.attached && isLive(this.info)) {
+        while (state.connected && this.attached && isLive(this.info) && !this.disposed) {
           const size = `${this.term.rows}x${this.term.cols}`;
           if (size === this.sentSize) break;
           await state.rpc.call('pty.resize', { id: this.id, owner: this.owner, rows: this.term.rows, cols: this.term.cols });
           this.sentSize = size;
         }
       } catch (error) {
-        if (error.kind !== 'not_running') note(`resize failed: ${error.message}`);
+        if (error.kind !== 'not_running' && state.active === this) note(`resize failed: ${error.message}`);
       } finally {
         this.resizing = false;
       }
     }
+
+    // Scrollback search (the search addon): the next or previous match of `text`, selected
+    // and scrolled to, every match highlighted.
+    find(text, { backwards = false, incremental = false, caseSensitive = false } = {}) {
+      if (!text) {
+        this.search.clearDecorations();
+        this.term.clearSelection();
+        this.results = null;
+        return false;
+      }
+      const options = { caseSensitive, incremental, decorations: SEARCH_DECORATIONS };
+      return backwards ? this.search.findPrevious(text, options) : this.search.findNext(text, options);
+    }
   }
 
-  // ---- the session list
+  // ---- open terminals: tabs or a grid
 
-  function visible(sessions) {
-    if (!ownerFilter.length) return sessions;
-    return sessions.filter((info) => ownerFilter.includes(info.owner));
+  function openView(info, { focus = true } = {}) {
+    let view = state.views.get(info.id);
+    if (!view) {
+      if (state.views.size >= MAX_VIEWS) {
+        const oldest = [...state.views.values()].reduce((a, b) => (b.used < a.used ? b : a));
+        closeView(oldest);
+      }
+      view = new View(info);
+      state.views.set(info.id, view);
+      arrange();
+      view.attach();
+      if (view.commands) view.commands.load();
+    }
+    activate(view, { focus });
+    return view;
   }
 
-  function renderList() {
-    const body = $('sessions').tBodies[0];
-    const selectedId = state.selected ? state.selected.id : null;
-    const rows = state.sessions.map((info) => {
+  function closeView(view) {
+    view.detach();
+    view.dispose();
+    state.views.delete(view.id);
+    if (state.active === view) {
+      state.active = null;
+      const next = [...state.views.values()].reduce((a, b) => (!a || b.used > a.used ? b : a), null);
+      if (next) activate(next);
+    }
+    arrange();
+    toolbar();
+    renderList();
+  }
+
+  function activate(view, { focus = false } = {}) {
+    if (state.active !== view) {
+      const previous = state.active;
+      state.active = view;
+      view.used = ++state.uses;
+      if (previous) {
+        previous.element.classList.remove('active');
+        previous.tab.setAttribute('aria-selected', 'false');
+      }
+      view.element.classList.add('active');
+      view.tab.setAttribute('aria-selected', 'true');
+      view.tab.scrollIntoView({ block: 'nearest', inline: 'nearest' });
+      requestAnimationFrame(() => view.fitNow()); // a tab that was hidden has a new box
+      toolbar();
+      showSearchCount();
+      renderList();
+    }
+    if (focus) view.term.focus();
+  }
+
+  // Tabs show the active view; the grid shows them all, in about as many columns as rows.
+  function arrange() {
+    const box = $('terminals');
+    box.className = state.layout;
+    const count = state.views.size;
+    box.style.setProperty('--cols', String(Math.max(1, Math.ceil(Math.sqrt(count)))));
+    $('no-terminal').hidden = count > 0;
+    $('layout').setAttribute('aria-pressed', String(state.layout === 'grid'));
+    $('layout').textContent = state.layout === 'grid' ? 'Tabs' : 'Grid';
+    $('layout').title = state.layout === 'grid' ? 'Show one terminal at a time' : 'Show every open terminal at once';
+    requestAnimationFrame(() => {
+      for (const view of state.views.values()) view.fitNow();
+    });
+  }
+
+  // ---- the session list: newest first by default, sortable, filtered; rows kept by id so
+  // that a refresh does not rebuild them (focus and hover survive it)
+
+  const rows = new Map(); // session id -> {row, cells, badge}
+
+  function rowFor(info) {
+    let entry = rows.get(info.id);
+    if (!entry) {
       const row = document.createElement('tr');
       row.dataset.id = info.id;
       row.tabIndex = 0;
-      row.title = info.description;
-      if (info.id === selectedId) row.classList.add('selected');
-      const status = document.createElement('span');
-      badge(status, info);
-      const statusCell = document.createElement('td');
-      statusCell.className = 'status';
-      statusCell.append(status);
-      row.append(
-        cell(info.id, 'id'),
-        cell(info.owner, 'owner'),
-        cell(info.title || info.description, 'title' + (info.title ? '' : ' muted')),
-        cell([info.command, ...info.args].map(quoteArg).join(' '), 'cmd'),
-        statusCell,
-        cell(exitText(info), 'exit'),
-        cell(age(info.created_at), 'age'),
-        cell(String(info.line_count), 'lines num'),
-      );
-      row.addEventListener('click', () => select(info));
+      const cells = {};
+      // In the header's order: what matters most first, for narrow windows.
+      for (const name of ['id', 'status', 'exit', 'owner', 'title', 'term', 'cmd', 'age', 'lines']) {
+        cells[name] = element('td', name);
+        row.append(cells[name]);
+      }
+      cells.lines.classList.add('num');
+      const status = element('span', 'badge');
+      cells.status.append(status);
+      row.addEventListener('mousedown', (event) => event.preventDefault()); // focus goes to its terminal
+      row.addEventListener('click', () => openById(info.id));
       row.addEventListener('keydown', (event) => {
-        if (event.key === 'Enter') select(info);
+        if (event.key === 'Enter') openById(info.id);
       });
-      return row;
-    });
-    body.replaceChildren(...rows);
-    $('empty').hidden = rows.length > 0;
+      entry = { row, cells, status };
+      rows.set(info.id, entry);
+    }
+    const { row, cells, status } = entry;
+    const title = info.title || info.description;
+    row.title = info.description;
+    setText(cells.id, info.id);
+    setText(cells.owner, info.owner);
+    setText(cells.title, title);
+    cells.title.classList.toggle('muted', !info.title);
+    setText(cells.term, info.terminal_title || '');
+    cells.term.title = info.terminal_title || '';
+    setText(cells.cmd, commandLine(info));
+    badge(status, info);
+    setText(cells.exit, exitText(info));
+    setText(cells.age, age(info.created_at));
+    setText(cells.lines, String(info.line_count));
+    row.classList.toggle('open', state.views.has(info.id));
+    row.classList.toggle('selected', !!state.active && state.active.id === info.id);
+    return row;
+  }
+
+  function shownSessions() {
+    return state.sessions.filter((info) => matchesFilter(info, state.filter)).sort(compareSessions);
+  }
+
+  function renderList() {
+    const shown = shownSessions();
+    const wanted = shown.map(rowFor);
+    const listed = new Set(state.sessions.map((info) => info.id));
+    for (const id of rows.keys()) if (!listed.has(id)) rows.delete(id);
+    const body = $('sessions').tBodies[0];
+    const current = body.children;
+    if (current.length !== wanted.length || wanted.some((row, i) => current[i] !== row)) {
+      body.replaceChildren(...wanted);
+    }
+    for (const th of $('sessions').tHead.rows[0].cells) {
+      if (th.dataset.key === state.sort.key) th.setAttribute('aria-sort', state.sort.ascending ? 'ascending' : 'descending');
+      else th.removeAttribute('aria-sort');
+    }
     const total = state.sessions.length;
     const live = state.sessions.filter(isLive).length;
-    $('count').textContent = total ? `${total} (${live} running)` : '';
+    let count = total ? `${total} (${live} running)` : '';
+    if (shown.length !== total) count = `${shown.length} of ${total} shown (${live} running)`;
+    $('count').textContent = count;
+    $('empty').hidden = shown.length > 0;
+    $('empty').textContent = total ? 'No session matches the filter.' : 'No sessions.';
+  }
+
+  function sortBy(key) {
+    if (state.sort.key === key) state.sort.ascending = !state.sort.ascending;
+    else state.sort = { key, ascending: !DESCENDING_FIRST.has(key) };
+    renderList();
+  }
+
+  function openById(id) {
+    const info = state.sessions.find((s) => s.id === id);
+    if (info) openView(info);
   }
 
   async function refresh() {
     const rpc = state.rpc;
     if (!rpc || !state.connected || state.listing) return;
     state.listing = true;
+    let everyone;
     try {
-      const result = await rpc.call('pty.list', { all_owners: true });
-      state.sessions = visible(result.sessions);
+      everyone = (await rpc.call('pty.list', { all_owners: true })).sessions;
     } catch (error) {
       return;
     } finally {
       state.listing = false;
     }
-    const view = state.selected;
-    if (view) {
-      const info = state.sessions.find((s) => s.id === view.id);
+    state.sessions = ofListedOwners(everyone);
+    // Open views follow the server's list, not ?owner= (the spawn form may start a session
+    // for an owner this page does not list).
+    const byId = new Map(everyone.map((info) => [info.id, info]));
+    for (const view of state.views.values()) {
+      const info = byId.get(view.id);
       if (info) view.update(info);
       else if (!view.removed) view.gone();
     }
     renderList();
   }
 
+  function ofListedOwners(sessions) {
+    if (!ownerFilter.length) return sessions;
+    return sessions.filter((info) => ownerFilter.includes(info.owner));
+  }
+
+  // ---- the toolbar of the active view
+
+  function showSize() {
+    const view = state.active;
+    $('term-size').textContent = view ? `${view.term.cols}\u00d7${view.term.rows}` : '';
+  }
+
   function toolbar() {
-    const view = state.selected;
+    const view = state.active;
     const status = $('term-status');
+    const search = $('search').elements;
+    for (const control of [search.query, search.case, $('search-prev'), $('search-next')]) {
+      control.disabled = !view;
+    }
     if (!view) {
       $('term-title').textContent = 'No session selected';
       status.hidden = true;
       $('kill').disabled = $('cleanup').disabled = true;
+      showSize();
+      note('');
       return;
     }
     const info = view.info;
-    $('term-title').textContent = info.title ? `${info.id} \u00b7 ${info.title}` : info.id;
+    const title = info.title || info.terminal_title;
+    $('term-title').textContent = title ? `${info.id} \u00b7 ${title}` : info.id;
+    $('term-title').title = [info.title, info.terminal_title].filter(Boolean).join('\n');
     status.hidden = false;
     badge(status, info);
     if (view.removed) {
@@ -545,26 +979,111 @@
     }
     $('kill').disabled = view.removed || !isLive(info) || !state.connected;
     $('cleanup').disabled = view.removed || !state.connected;
+    showSize();
   }
 
-  function select(info) {
-    if (state.selected && state.selected.id === info.id && !state.selected.removed) return;
-    const old = state.selected;
-    if (old) {
-      if (old.attached && state.connected) {
-        state.rpc.call('pty.detach', { id: old.id, owner: old.owner }).catch(() => {});
-      }
-      old.dispose();
-    }
-    state.selected = new View(info);
-    renderList();
-    toolbar();
-    state.selected.attach();
-    state.selected.term.focus();
+  // ---- scrollback search in the active view
+
+  function focusSearch() {
+    const input = $('search').elements.query;
+    input.focus();
+    input.select();
   }
+
+  function runSearch({ backwards = false, incremental = false } = {}) {
+    const view = state.active;
+    if (!view) return;
+    const form = $('search').elements;
+    const found = view.find(form.query.value, { backwards, incremental, caseSensitive: form.case.checked });
+    if (!form.query.value || !found) showSearchCount();
+  }
+
+  function showSearchCount() {
+    const view = state.active;
+    const text = view ? $('search').elements.query.value : '';
+    let shown = '';
+    if (text && view && view.results) {
+      const { resultIndex, resultCount } = view.results;
+      if (!resultCount) shown = 'no match';
+      else {
+        const total = resultCount >= SEARCH_LIMIT ? `${SEARCH_LIMIT}+` : String(resultCount);
+        shown = resultIndex >= 0 ? `${resultIndex + 1}/${total}` : total;
+      }
+    } else if (text && view) {
+      shown = 'no match';
+    }
+    $('search-count').textContent = shown;
+  }
+
+  // ---- the splitter between the list and the terminals (pointer or keyboard)
+  //
+  // The list's height is kept as a share of the room below the page header, so it scales
+  // with the window; both sides keep a minimum.
+
+  const split = {
+    share: SPLIT_DEFAULT,
+    room() {
+      return $('split').clientHeight - $('splitter').offsetHeight;
+    },
+    apply() {
+      const total = split.room();
+      if (total <= 0) return;
+      const low = Math.min(SPLIT_MIN_LIST_PX, total / 2);
+      const high = Math.max(low, total - SPLIT_MIN_TERMINAL_PX);
+      const height = Math.round(Math.min(high, Math.max(low, split.share * total)));
+      split.share = height / total;
+      $('sessions-pane').style.height = `${height}px`;
+      $('splitter').setAttribute('aria-valuenow', String(Math.round(split.share * 100)));
+    },
+    // Grow the list (as far as the terminals' minimum allows) to give its scroll box `px`.
+    ensureListRoom(px) {
+      const missing = px - $('list-scroll').clientHeight;
+      if (missing <= 0) return;
+      split.share = ($('sessions-pane').offsetHeight + missing) / split.room();
+      split.apply();
+    },
+    setup() {
+      const bar = $('splitter');
+      const moveTo = (clientY) => {
+        const top = $('split').getBoundingClientRect().top;
+        split.share = (clientY - top - bar.offsetHeight / 2) / split.room();
+        split.apply();
+      };
+      bar.addEventListener('pointerdown', (event) => {
+        if (event.button !== 0) return;
+        event.preventDefault();
+        bar.setPointerCapture(event.pointerId);
+        bar.classList.add('dragging');
+      });
+      bar.addEventListener('pointermove', (event) => {
+        if (bar.hasPointerCapture(event.pointerId)) moveTo(event.clientY);
+      });
+      const release = (event) => {
+        if (bar.hasPointerCapture(event.pointerId)) bar.releasePointerCapture(event.pointerId);
+        bar.classList.remove('dragging');
+      };
+      bar.addEventListener('pointerup', release);
+      bar.addEventListener('pointercancel', release);
+      bar.addEventListener('dblclick', () => {
+        split.share = SPLIT_DEFAULT;
+        split.apply();
+      });
+      bar.addEventListener('keydown', (event) => {
+        const steps = { ArrowUp: -SPLIT_STEP, ArrowDown: SPLIT_STEP, PageUp: -4 * SPLIT_STEP, PageDown: 4 * SPLIT_STEP };
+        if (event.key in steps) split.share += steps[event.key];
+        else if (event.key === 'Home') split.share = 0;
+        else if (event.key === 'End') split.share = 1;
+        else return;
+        event.preventDefault();
+        split.apply();
+      });
+      new ResizeObserver(() => split.apply()).observe($('split'));
+      split.apply();
+    },
+  };
 
   async function kill(cleanup) {
-    const view = state.selected;
+    const view = state.active;
     if (!view || !state.connected) return;
     $('kill').disabled = $('cleanup').disabled = true;
     note(cleanup ? 'killing and cleaning up\u2026' : 'killing\u2026');
@@ -579,6 +1098,55 @@
     toolbar();
   }
 
+  function showSpawnForm(open) {
+    const form = $('spawn-form');
+    form.hidden = !open;
+    $('spawn-toggle').setAttribute('aria-expanded', String(open));
+    if (open) {
+      // Room for the whole form, the table's header and two rows, when the window has it.
+      const head = $('sessions').tHead.offsetHeight;
+      split.ensureListRoom(form.offsetHeight + 20 + head * 3);
+      $('list-scroll').scrollTop = 0;
+      form.elements.command.focus();
+    }
+  }
+
+  // Whether the server has shell sessions over RPC: ask once per connection (an unknown
+  // method is -32601, an unknown session any other error). An older server has none: no
+  // shell choice in the form, no command lists.
+  async function probeShellSessions(rpc) {
+    try {
+      await rpc.call('pty.commands', { id: 'pty_00000000' });
+      shellSessions(true);
+    } catch (error) {
+      if (error instanceof RpcError) shellSessions(error.code !== -32601);
+    }
+  }
+
+  function shellSessions(available) {
+    state.commands = available;
+    const form = $('spawn-form').elements;
+    form.shell.closest('label').hidden = !available;
+    if (!available && form.shell.checked) {
+      form.shell.checked = false;
+      shellChosen();
+    }
+    for (const view of state.views.values()) {
+      if (!view.commands) continue;
+      view.commands.element.hidden = !available;
+      if (available) view.commands.load();
+    }
+  }
+
+  // A shell session (pty.spawn_shell) takes a shell's name, or none, and no arguments.
+  function shellChosen() {
+    const form = $('spawn-form').elements;
+    const shell = form.shell.checked;
+    form.command.required = !shell;
+    form.command.placeholder = shell ? 'bash or zsh (default: $SHELL)' : 'bash';
+    form.args.disabled = shell;
+  }
+
   async function spawn(event) {
     event.preventDefault();
     const form = event.target;
@@ -588,25 +1156,27 @@
       error.textContent = 'not connected';
       return;
     }
-    let args;
+    let args = [];
     try {
-      args = splitArgs(form.elements.args.value);
+      if (!form.elements.shell.checked) args = splitArgs(form.elements.args.value);
     } catch (problem) {
       error.textContent = problem.message;
       return;
     }
-    const size = state.selected ? { rows: state.selected.term.rows, cols: state.selected.term.cols } : {};
+    const size = state.active ? { rows: state.active.term.rows, cols: state.active.term.cols } : {};
+    const shell = form.elements.shell.checked;
     const params = Object.assign({
-      command: form.elements.command.value.trim(),
-      args,
       description: form.elements.description.value,
       owner: form.elements.owner.value.trim() || ownerFilter[0] || 'default',
     }, size);
+    if (shell) params.shell = form.elements.command.value.trim() || null; // null: $SHELL or bash
+    else Object.assign(params, { command: form.elements.command.value.trim(), args });
     try {
-      const info = await state.rpc.call('pty.spawn', params);
+      const info = await state.rpc.call(shell ? 'pty.spawn_shell' : 'pty.spawn', params);
       form.elements.command.value = form.elements.args.value = form.elements.description.value = '';
+      showSpawnForm(false);
       await refresh();
-      select(info);
+      openView(info);
     } catch (problem) {
       error.textContent = problem.kind ? `${problem.message} [${problem.kind}]` : problem.message;
     }
@@ -616,11 +1186,11 @@
 
   const handlers = {
     notification(method, params) {
-      const view = state.selected;
+      const view = state.views.get(params.id);
       if (method === 'pty.output') {
-        if (view && view.attached && params.id === view.id) view.accept(params);
+        if (view && view.attached) view.accept(params);
       } else if (method === 'pty.exited') {
-        if (view && params.id === view.id) view.exited(params);
+        if (view) view.exited(params);
         refresh();
       }
     },
@@ -628,7 +1198,7 @@
       if (state.rpc !== rpc) return;
       state.rpc = null;
       state.connected = false;
-      if (state.selected) state.selected.attached = false;
+      for (const view of state.views.values()) view.attached = false;
       setConnection('reconnecting', 'reconnecting\u2026');
       toolbar();
       scheduleReconnect();
@@ -673,9 +1243,10 @@
     state.retryMs = RETRY_MIN_MS;
     setConnection('connected');
     $('auth').hidden = true;
+    await probeShellSessions(rpc);
     await refresh();
     toolbar();
-    if (state.selected && !state.selected.removed) state.selected.attach();
+    for (const view of state.views.values()) if (!view.removed) view.attach();
   }
 
   function showAuth(message) {
@@ -691,50 +1262,86 @@
     if (ownerFilter.length) $('spawn-form').elements.owner.placeholder = ownerFilter[0];
     $('kill').addEventListener('click', () => kill(false));
     $('cleanup').addEventListener('click', () => kill(true));
+    $('spawn-toggle').addEventListener('click', () => showSpawnForm($('spawn-form').hidden));
+    $('spawn-cancel').addEventListener('click', () => showSpawnForm(false));
     $('spawn-form').addEventListener('submit', spawn);
+    $('spawn-form').elements.shell.addEventListener('change', shellChosen);
+    $('filter').addEventListener('input', (event) => {
+      state.filter = parseFilter(event.target.value);
+      renderList();
+    });
+    for (const th of $('sessions').tHead.rows[0].cells) {
+      th.querySelector('button').addEventListener('click', () => sortBy(th.dataset.key));
+    }
+    $('layout').addEventListener('click', () => {
+      state.layout = state.layout === 'grid' ? 'tabs' : 'grid';
+      arrange();
+    });
+    const search = $('search');
+    search.addEventListener('submit', (event) => {
+      event.preventDefault();
+      runSearch();
+    });
+    search.elements.query.addEventListener('input', () => runSearch({ incremental: true }));
+    search.elements.query.addEventListener('keydown', (event) => {
+      if (event.key === 'Enter' && event.shiftKey) {
+        event.preventDefault();
+        runSearch({ backwards: true });
+      } else if (event.key === 'Escape' && state.active) {
+        event.target.value = '';
+        runSearch();
+        state.active.term.focus();
+      }
+    });
+    search.elements.case.addEventListener('change', () => runSearch({ incremental: true }));
+    $('search-prev').addEventListener('click', () => runSearch({ backwards: true }));
     $('auth-form').addEventListener('submit', (event) => {
       event.preventDefault();
       token = event.target.elements.token.value.trim();
       event.target.elements.token.value = '';
       connect();
     });
-    let frame = 0;
-    new ResizeObserver(() => {
-      cancelAnimationFrame(frame);
-      frame = requestAnimationFrame(() => state.selected && state.selected.fitNow());
-    }).observe($('terminal'));
+    split.setup();
+    shellSessions(false); // until the server says it has them
     setInterval(() => {
       refresh();
     }, LIST_INTERVAL_MS);
+    arrange();
     renderList();
     toolbar();
     connect();
   }
 
+  function bufferLines(view) {
+    const buffer = view.term.buffer.active;
+    const lines = [];
+    for (let i = 0; i < buffer.length; i++) lines.push(buffer.getLine(i).translateToString(true));
+    while (lines.length && !lines[lines.length - 1]) lines.pop();
+    return lines;
+  }
+
   // For tests and for poking at it from the console; nothing here reveals the token.
   window.trioPtyMonitor = Object.freeze({
     status() {
-      const view = state.selected;
+      const view = state.active;
       return {
         connected: state.connected,
         reconnects: state.reconnects,
-        sessions: state.sessions.map((info) => info.id),
+        sessions: shownSessions().map((info) => info.id), // as the list shows them
         selected: view ? view.id : null,
+        open: [...state.views.keys()],
+        layout: state.layout,
         nextOffset: view ? view.nextOffset : null,
         rows: view ? view.term.rows : null,
         cols: view ? view.term.cols : null,
         violations: state.violations.slice(),
       };
     },
-    // Every line of the selected terminal (scrollback included), right-trimmed.
-    lines() {
-      const view = state.selected;
-      if (!view) return [];
-      const buffer = view.term.buffer.active;
-      const lines = [];
-      for (let i = 0; i < buffer.length; i++) lines.push(buffer.getLine(i).translateToString(true));
-      while (lines.length && !lines[lines.length - 1]) lines.pop();
-      return lines;
+    // Every line of a view's terminal (the active one by default), scrollback included,
+    // right-trimmed.
+    lines(id) {
+      const view = id ? state.views.get(id) : state.active;
+      return view ? bufferLines(view) : [];
     },
     // Close the WebSocket as a network failure would (the page then reconnects by itself),
     // waiting `delayMs` before the first attempt.
@@ -746,9 +1353,10 @@
     },
   });
 
-  if (typeof Terminal === 'undefined' || typeof FitAddon === 'undefined') {
+  const missing = ['Terminal', 'FitAddon', 'SearchAddon', 'Unicode11Addon'].filter((name) => typeof window[name] === 'undefined');
+  if (missing.length) {
     setConnection('offline', 'xterm.js did not load');
-    $('term-title').textContent = 'xterm.js did not load: no local copy, and the CDN is unreachable or was refused';
+    $('term-title').textContent = `xterm.js did not load (${missing.join(', ')}): no local copy, and the CDN is unreachable or was refused`;
     return;
   }
   routeScriptStylesThroughCssom();
