@@ -11,6 +11,7 @@
     trio-pty kill ID [--cleanup]
     trio-pty attach ID            (detach with Ctrl-])
     trio-pty info
+    trio-pty mcp [--connect URL] ...   (an MCP server on stdio: docs/mcp.md)
 
 Client commands read `--url` (or TRIO_PTY_URL, default ws://127.0.0.1:8765/rpc),
 `--token` (or TRIO_PTY_TOKEN) and `--owner` (or TRIO_PTY_OWNER, default "default").
@@ -213,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     _owner_option(attach)
 
     client_command("info", "print server.info")
+    commands.add_parser("mcp", help="an MCP server on stdio (see trio-pty mcp --help)")
     return parser
 
 
@@ -221,6 +223,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["mcp"]:  # its own options (and its own optional dependency)
+        from trio_pty.mcp import main as mcp_main
+
+        return mcp_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
