@@ -195,7 +195,7 @@ def test_the_command_of_a_shell_is_its_first() -> None:
 
 def test_how_sessions_end_reads() -> None:
     assert describe_end(State("exited", 3, None)) == "exit code 3"
-    assert describe_end(State("killed", None, 9)) == "killed (SIGKILL)"
+    assert describe_end(State("killed", None, 9)) == "killed by SIGKILL"
     assert describe_end(State("exited", None, 11)) == "ended by SIGSEGV"
     assert describe_end(State("exited", None, None)) == "exited (no exit code reported)"
 

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -358,3 +359,115 @@ def test_without_the_sdk_it_says_how_to_install_it() -> None:
     )
     assert done.returncode == 2
     assert "pip install 'trio-pty[mcp]'" in done.stderr
+
+
+# ------------------------------------------------------------------ a whole session
+
+CALC = "def add(a, b):\n    return a - b\n"
+TEST_CALC = (
+    "import unittest\n\nimport calc\n\n\n"
+    "class Add(unittest.TestCase):\n"
+    "    def test_add(self):\n"
+    "        self.assertEqual(calc.add(2, 3), 5)\n"
+)
+
+
+class _Transcript:
+    """The calls of a session and what the model read back, as docs/mcp.md shows them
+    (written to $TRIO_PTY_MCP_TRANSCRIPT when that is set)."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.parts: list[str] = []
+
+    async def call(self, name: str, arguments: dict[str, object]) -> tuple[str, dict[str, Any]]:
+        """The text of the reply, and its structured content ({} for an error)."""
+        result = await self.client.call_tool(name, arguments)
+        reply = text(result)
+        shown = ("(error) " if result.is_error else "") + reply.replace("\n", "\n  ")
+        self.parts.append(f"→ {name} {json.dumps(arguments)}\n← {shown}")
+        return reply, result.structured_content or {}
+
+    def save(self) -> None:
+        path = os.environ.get("TRIO_PTY_MCP_TRANSCRIPT")
+        if path:
+            Path(path).write_text("\n\n".join(self.parts) + "\n")
+
+
+async def test_a_session_as_an_agent_has_it(tmp_path: Path) -> None:
+    project = tmp_path / "calc"
+    project.mkdir()
+    (project / "calc.py").write_text(CALC)
+    (project / "test_calc.py").write_text(TEST_CALC)
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"  # python3 is ours
+    with trio.fail_after(STARTUP_TIMEOUT + 60):
+        async with mcp_client(tmp_path, env={"PATH": path}, cwd=project) as client:
+            session = _Transcript(client)
+            reply, data = await session.call("exec_command", {"cmd": "python3 -m unittest -q"})
+            assert data["exit_code"] == 1 and "AssertionError: -1 != 5" in reply
+            reply, data = await session.call(
+                "exec_command",
+                {"cmd": "sed -i 's/a - b/a + b/' calc.py && python3 -m unittest -q"},
+            )
+            assert data["exit_code"] == 0 and "OK" in reply
+
+            reply, data = await session.call(
+                "spawn",
+                {
+                    "command": "python3",
+                    "args": ["-m", "http.server", "0", "--bind", "127.0.0.1"],
+                    "ready_pattern": "Serving HTTP on",
+                },
+            )
+            server = data["session_id"]
+            port = re.search(r"port (\d+)", reply)
+            assert data["ready"] is True and port is not None
+            fetch = (
+                'python3 -c "import urllib.request as u; '
+                f"print(u.urlopen('http://127.0.0.1:{port.group(1)}/calc.py').status)\""
+            )
+            reply, data = await session.call("exec_command", {"cmd": fetch})
+            assert data["output"] == "200"
+            reply, data = await session.call(
+                "write_stdin", {"session_id": server, "yield_time_ms": 2000}
+            )
+            assert '"GET /calc.py HTTP/1.1" 200' in data["output"]
+
+            reply, data = await session.call("spawn", {"command": "python3", "args": ["-q"]})
+            repl = data["session_id"]
+            assert data["output"] == ">>> "
+            reply, data = await session.call(
+                "write_stdin", {"session_id": repl, "chars": "import calc; calc.add(2, 3)\n"}
+            )
+            seen = data["output"]
+            while not seen.endswith("\n>>> "):  # a pause of 0.5 s on a busy machine: poll
+                reply, data = await session.call("write_stdin", {"session_id": repl})
+                seen += "\n" + data["output"]
+            assert "5" in seen.splitlines()
+
+            reply, data = await session.call(
+                "exec_command",
+                {"cmd": "echo building...; sleep 2; echo built", "yield_time_ms": 1000},
+            )
+            build = data["session_id"]
+            assert (data["status"], data["output"]) == ("running", "building...")
+            reply, data = await session.call("write_stdin", {"session_id": build, "chars": ""})
+            assert (data["status"], data["exit_code"]) == ("exited", 0)
+            assert data["output"].splitlines()[0] == "built"
+
+            reply, data = await session.call("kill", {"session_id": server})
+            assert data["status"] == "killed"
+            reply, data = await session.call("write_stdin", {"session_id": repl, "chars": "\u0004"})
+            assert (data["status"], data["exit_code"]) == ("exited", 0)
+            reply, data = await session.call("list_sessions", {})
+            assert [s["status"] for s in data["sessions"]] == [
+                "exited",
+                "exited",
+                "killed",
+                "exited",
+                "exited",
+                "exited",
+            ]
+            reply, data = await session.call("screen", {"session_id": "pty_0000000"})
+            assert reply.startswith("Error [session_not_found]") and not data
+    session.save()

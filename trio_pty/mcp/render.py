@@ -79,7 +79,7 @@ def describe_end(state: State) -> str:
             name = signal.Signals(state.exit_signal).name
         except ValueError:
             name = f"signal {state.exit_signal}"
-        return f"killed ({name})" if state.status == "killed" else f"ended by {name}"
+        return f"killed by {name}" if state.status == "killed" else f"ended by {name}"
     if state.exit_code is not None:
         return f"exit code {state.exit_code}"
     return state.status if state.status == "killed" else "exited (no exit code reported)"

@@ -261,10 +261,9 @@ async def _seek(backend: Backend, session_id: str) -> None:
 
 def _running_hint(session_id: str) -> str:
     poll = json.dumps({"session_id": session_id, "chars": ""})
-    stop = json.dumps({"session_id": session_id, "chars": "\u0003"})
     return (
-        f"Next: write_stdin {poll} waits for more output; write_stdin {stop} interrupts it "
-        f'(Ctrl-C); kill {{"session_id": "{session_id}"}} ends it.'
+        f"Next: write_stdin {poll} waits for more output; chars "
+        '"\\u0003" (Ctrl-C) interrupts it; kill ends it.'
     )
 
 
