@@ -145,6 +145,26 @@ async def test_a_long_command_yields_a_session_and_ctrl_c_ends_it(tmp_path: Path
             assert "Input not sent" in text(result) or result.is_error
 
 
+async def test_a_cancelled_call_interrupts_its_command(tmp_path: Path) -> None:
+    with trio.fail_after(STARTUP_TIMEOUT + 20):
+        async with mcp_client(tmp_path) as client:
+            with trio.move_on_after(1.0) as waiting:
+                arguments = {"cmd": "sleep 60", "yield_time_ms": 20_000}
+                await client.call_tool("exec_command", arguments)
+            assert waiting.cancelled_caught
+
+            # The client said it gave up (notifications/cancelled): the command got Ctrl-C.
+            async def interrupted() -> list[dict[str, Any]]:
+                return list((await call(client, "list_sessions", {}))["sessions"])
+
+            with trio.fail_after(5):
+                sessions = await interrupted()
+                while sessions[0]["status"] == "running":  # only polling tells
+                    await trio.sleep(0.05)
+                    sessions = await interrupted()
+            assert [(s["status"], s["exit_code"]) for s in sessions] == [("exited", 130)]
+
+
 async def test_write_stdin_answers_a_program_waiting_for_input(tmp_path: Path) -> None:
     with trio.fail_after(STARTUP_TIMEOUT + 20):
         async with mcp_client(tmp_path) as client:

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, Generic, TypeVar
 
 import attrs
+import trio
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,6 +41,8 @@ __all__ = ["QUIET_MS", "TOOLS", "Reply", "Tool"]
 QUIET_MS: Final = 500
 #: How much output a reply shows when the caller does not say.
 DEFAULT_MAX_CHARS: Final = 20_000
+#: How long a cancelled exec_command may take to send its command Ctrl-C.
+_INTERRUPT_SECONDS: Final = 0.5
 #: read_output's page when no window is given.
 DEFAULT_TAIL: Final = 100
 #: Lines a since-last read asks for: the most the manager gives (Limits.max_read_limit);
@@ -240,7 +243,8 @@ async def _state(backend: Backend, session_id: str) -> tuple[SessionInfo, State]
     info = await backend.get(session_id)
     command = await _command_of(backend, info)
     state = state_of(info, command)
-    if info.shell is not None and info.at_prompt and state.status != "running":
+    ended = state.status != "running"
+    if info.shell is not None and info.status == "running" and info.at_prompt and ended:
         await _close_shell(backend, session_id)
     return info, state
 
@@ -310,6 +314,16 @@ async def exec_command(backend: Backend, args: ExecCommandArguments) -> Reply:
         result = await backend.run(info.id, args.cmd, timeout_ms=args.yield_time_ms)
     except PtyError:
         await _close_shell(backend, info.id)  # the command never started
+        raise
+    except trio.Cancelled:
+        # The client gave up on the call (or the server is stopping): interrupt the command
+        # as Ctrl-C would, without waiting for it (a stop must not wait on it either).
+        with (
+            trio.CancelScope(shield=True),
+            trio.move_on_after(_INTERRUPT_SECONDS),
+            contextlib.suppress(Exception),  # the session is gone, or the write refused
+        ):
+            await backend.write(info.id, "\x03", escapes=False)
         raise
     shown = show_lines(result.lines, args.max_output_chars, session_id=info.id, gaps=True)
     jumps = sum(b.number - a.number - 1 for a, b in itertools.pairwise(result.lines))
