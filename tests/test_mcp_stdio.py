@@ -29,6 +29,7 @@ from .mcp_support import (
     fail,
     living,
     mcp_client,
+    server_command,
     server_pid,
     text,
 )
@@ -494,3 +495,18 @@ async def test_a_session_as_an_agent_has_it(tmp_path: Path) -> None:
             reply, data = await session.call("screen", {"session_id": "pty_0000000"})
             assert reply.startswith("Error [session_not_found]") and not data
     session.save()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["--root", "/no/such/directory"], "the root is not a directory: /no/such/directory"),
+        (["--config", "/no/such/file.toml"], "/no/such/file.toml: cannot read"),
+        (["--terminate-grace", "-1"], "--terminate-grace must be 0 or more"),
+    ],
+)
+def test_usage_errors_exit_2_and_say_what_is_wrong(arguments: list[str], said: str) -> None:
+    done = subprocess.run(
+        [*server_command(*arguments)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, said in done.stderr) == (2, True), done.stderr

@@ -130,6 +130,10 @@ def _in_process(args: argparse.Namespace) -> InProcess | None:
     if not args.terminate_grace >= 0:
         print("trio-pty mcp: --terminate-grace must be 0 or more", file=sys.stderr, flush=True)
         return None
+    root = args.root or file.root
+    if root is not None and not os.path.isdir(root):
+        print(f"trio-pty mcp: the root is not a directory: {root}", file=sys.stderr, flush=True)
+        return None
     limits = attrs.evolve(
         file.limits,
         terminate_grace=args.terminate_grace,
@@ -139,7 +143,7 @@ def _in_process(args: argparse.Namespace) -> InProcess | None:
     )
     return InProcess(
         limits=limits,
-        root=args.root or file.root,
+        root=root,
         env_mode=file.env_mode,
         env_deny=file.env_deny,
         authorizer=file.authorizer,
