@@ -210,8 +210,13 @@ def plot(payload: dict[str, Any], path: str) -> None:
     grace = teardown.get("grace", 0.0)
     if by_n:
         sizes = sorted(int(n) for n in by_n)
+        series = [("trio_pty", "trio-pty: every process reaped, every fd closed", "o-")]
+        if all("crash" in by_n[str(n)] for n in sizes):
+            series.append(
+                ("crash", "crash: the manager's process SIGKILLed, its keeper ends all", "^-")
+            )
         for key, label, style in (
-            ("trio_pty", "trio-pty: every process reaped, every fd closed", "o-"),
+            *series,
             (
                 "naive",
                 "naive: SIGTERM/SIGKILL the leader, PID 1 reaps\n"
@@ -240,6 +245,14 @@ def plot(payload: dict[str, Any], path: str) -> None:
                         xytext=(4, -12),
                     )
         left.axhline(50, color="green", linewidth=0.8, linestyle="--", label="goal: grace + 50 ms")
+        if len(series) > 1:
+            left.axhline(
+                100,
+                color="purple",
+                linewidth=0.8,
+                linestyle=":",
+                label="crash goal: grace + 100 ms",
+            )
         left.set_xscale("log", base=2)
         left.set_xticks(sizes, [str(n) for n in sizes])
         left.set_ylim(bottom=0)

@@ -164,6 +164,7 @@ async def _main(ctx: Context, result: Result) -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as config:
         config.write("[limits]\nmax_message_bytes = 4194304\n")
     serve = [sys.executable, "-m", "trio_pty", "serve", "--port", "0", "--token", token, "--no-ui"]
+    serve.append("--no-state-dir")  # records in the home directory are no benchmark's business
     try:
         async with (
             _subprocess([*serve, "--config", config.name]) as (_, url),

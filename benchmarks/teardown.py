@@ -11,8 +11,13 @@ import errno
 import os
 import shutil
 import signal
+import statistics
+import subprocess
+import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import attrs
@@ -21,9 +26,10 @@ import trio.lowlevel
 
 import trio_pty
 from trio_pty import Limits, Wait
+from trio_pty.posix import proc
 
 from . import procs
-from .harness import Context, Result
+from .harness import REPO, Context, Result
 
 NAME = "teardown"
 TITLE = "Teardown stress"
@@ -32,8 +38,8 @@ TITLE = "Teardown stress"
 KINDS: dict[str, tuple[str, list[str]]] = {
     # Exits on SIGTERM.
     "term": ("sh", ["-c", "echo ready; sleep 1000"]),
-    # Ignores SIGTERM (so do the sleeps it keeps forking): only SIGKILL ends it.
-    "ignore": ("sh", ["-c", "trap '' TERM; echo ready; while :; do sleep 1; done"]),
+    # Ignores SIGHUP and SIGTERM (so do the sleeps it keeps forking): only SIGKILL ends it.
+    "ignore": ("sh", ["-c", "trap '' HUP TERM; echo ready; while :; do sleep 1; done"]),
     # Forks grandchildren in its own process group.
     "grandchildren": ("sh", ["-c", "sleep 1000 & sleep 1000 & echo ready; wait"]),
     # Job-control shell (ignores SIGTERM) with a background pipeline in its own group.
@@ -49,20 +55,29 @@ SPAWN_CONCURRENCY = 16
 
 METHOD = """\
 Each run starts N sessions, cycling through six kinds: a child that exits on SIGTERM
-(`sh -c 'echo ready; sleep 1000'`), one that ignores SIGTERM and keeps forking `sleep 1`
-children that ignore it too, one that forks two grandchildren, an interactive `bash` (which
-ignores SIGTERM) running the background pipeline `sleep 1000 | cat | cat &` in its own process
-group, one that double-forks a daemon into its own session (`setsid -f sleep 1000`), and one
-that floods output (`yes`). The flooding sessions are started last; every session is set up
-(its `ready` seen) before the clock starts. Every process carries a per-run tag in its
-environment, so the benchmark finds them wherever they go (its own /proc scan, not the
-library's).
+(`sh -c 'echo ready; sleep 1000'`), one that ignores SIGHUP and SIGTERM and keeps forking
+`sleep 1` children that ignore them too, one that forks two grandchildren, an interactive
+`bash` (which ignores SIGTERM, and exits on the hangup) running the background pipeline
+`sleep 1000 | cat | cat &` in its own process group, one that double-forks a daemon into
+its own session (`setsid -f sleep 1000`), and one that floods output (`yes`). The flooding
+sessions are started last; every session is set up (its `ready` seen) before the clock
+starts. Every process carries a per-run tag in its environment, so the benchmark finds them
+wherever they go (its own /proc scan, not the library's).
 
 The clock starts when the root is cancelled (trio-pty: the cancel scope around
 `open_manager`) and stops at the first check that finds every process recorded before the
 start gone from /proc (not even a zombie), no tagged process alive (catching any born during
 the teardown) and no descriptor open that was not open before the run. Checks are a stat read
 per remaining process, 2 ms apart, so the figure is at most a few ms late.
+
+The crash case, interleaved with them: the same workload under a manager in a child Python
+process (a trio program embedding `open_manager`), which the benchmark SIGKILLs: no code of
+the manager runs, and its keeper (posix/keeper.py) tears everything down from outside. The
+clock starts just before the SIGKILL and stops as above. This process is then a child
+subreaper that reaps at once (as a container's init or systemd does), so "gone" measures
+the keeper, not how late PID 1 reaps orphans; checks start at 90% of the grace, so that the
+checking does not compete with the keeper for the CPU before anything can be gone. The
+keeper's own exit is timed too.
 
 The naive way, run interleaved with it on the same workload: the same spawn path (a PTY,
 `setsid -c` for the controlling tty) and a reader task per session; at the start, the readers
@@ -81,6 +96,7 @@ def _params(ctx: Context) -> dict[str, Any]:
         "grace": ctx.pick(quick=0.25, full=Limits().terminate_grace),
         "naive_bound_past_grace": ctx.pick(quick=2.5, full=4.0),
         "trio_pty_bound_past_grace": 10.0,
+        "kill_time_rounds": ctx.pick(quick=2, full=7),
     }
 
 
@@ -153,6 +169,149 @@ async def run_trio_pty(n: int, grace: float, bound: float, tag: str) -> dict[str
         **report.as_json(),
         "still_present_after_cleanup": left_behind,
     }
+
+
+# --------------------------------------------------------------------------- crash
+
+CRASH_CHILD = """\
+import sys
+import trio
+from benchmarks.teardown import crash_child
+trio.run(crash_child, int(sys.argv[1]), float(sys.argv[2]), sys.argv[3])
+"""
+
+
+async def crash_child(n: int, grace: float, tag: str) -> None:
+    """The manager's process in the crash case: set up the workload, say so, wait to die."""
+    limits = Limits(max_sessions=n, max_sessions_per_owner=n, terminate_grace=grace)
+    async with trio_pty.open_manager(limits) as manager:
+        await _spawn_all(lambda kind: _spawn_trio_pty(manager, kind, _env(tag)), _kinds(n))
+        print(manager.id, flush=True)
+        await trio.sleep_forever()
+
+
+@contextmanager
+def _reaping_subreaper() -> Iterator[None]:
+    """Make this process the child subreaper and reap every child the moment it exits (the
+    manager's process, then its orphans and its keeper), like a container's init."""
+    stop = threading.Event()
+
+    def reap() -> None:
+        while not stop.is_set():
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                stop.wait(0.001)
+
+    previous = proc.set_child_subreaper(True)
+    reaper = threading.Thread(target=reap, name="bench-reaper", daemon=True)
+    reaper.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        # Wake the reaper if it waits for a child: one short-lived child of our own.
+        subprocess.run(["true"], check=False)
+        reaper.join(5)
+        proc.set_child_subreaper(previous)
+
+
+def _keeper_of(manager_id: str) -> proc.ProcEntry | None:
+    for entry in proc.scan({}).entries.values():
+        tags = proc.environ_tags(entry.pid) if entry.sid == entry.pid else None
+        if tags and tags.get(proc.TAG_KEEPER) == manager_id and not entry.dead:
+            return entry
+    return None
+
+
+async def run_crash(n: int, grace: float, bound: float, tag: str) -> dict[str, Any]:
+    setup_started = time.perf_counter()
+    with _reaping_subreaper():
+        # Not trio's open_process: the reaper thread reaps it, not trio.
+        child = subprocess.Popen(  # noqa: ASYNC220
+            [sys.executable, "-c", CRASH_CHILD, str(n), repr(grace), tag],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # the keeper's log lines would mix with the progress
+            stdin=subprocess.DEVNULL,
+        )
+        assert child.stdout is not None
+        try:
+            with trio.fail_after(READY_TIMEOUT * 2):
+                line = await trio.to_thread.run_sync(child.stdout.readline)
+            manager_id = line.decode().strip()
+            if not manager_id:
+                raise RuntimeError("the manager's process ended before its workload was set up")
+            setup_s = time.perf_counter() - setup_started
+            keeper = _keeper_of(manager_id)
+            recorded = procs.tagged(tag)
+            t0 = time.perf_counter()
+            os.kill(child.pid, signal.SIGKILL)
+        finally:
+            child.stdout.close()
+        await trio.sleep(0.9 * grace)  # nothing can be gone before the grace: do not compete
+        report = await trio.to_thread.run_sync(
+            lambda: procs.confirm_gone(
+                recorded, tag, t0=t0, bound=grace + bound, fds_before=procs.fd_set()
+            )
+        )
+        keeper_exit_s = None
+        if keeper is not None:
+            with trio.move_on_after(10):
+                # Another process: nothing to wait on but its /proc entry.
+                while (current := proc.read_stat(keeper.pid)) is not None and (  # noqa: ASYNC110
+                    current.key == keeper.key
+                ):
+                    await trio.sleep(0.002)
+            if proc.read_stat(keeper.pid) is None:
+                keeper_exit_s = time.perf_counter() - t0
+    left_behind = procs.kill_and_wait(report.remaining)
+    return {
+        "variant": "crash",
+        "n": n,
+        "setup_s": setup_s,
+        "exit_s": None,
+        "keeper_found": keeper is not None,
+        "keeper_exit_s": keeper_exit_s,
+        **report.as_json(),
+        "still_present_after_cleanup": left_behind,
+    }
+
+
+# --------------------------------------------------------------------------- kill time
+
+INTERACTIVE: dict[str, tuple[str, list[str], str]] = {
+    "bash": ("bash", ["--norc", "--noprofile", "-i"], r"[$#] ?$"),
+    "python REPL": ("python3", ["-q"], r"^>>> ?$"),
+    "vim": ("vim", ["-u", "NONE", "-N", "-n"], "~"),
+}
+
+
+async def kill_times(rounds: int, tag: str) -> dict[str, Any]:
+    """`manager.kill` of an interactive program at its prompt, default grace: how long, and
+    how it ended."""
+    found: dict[str, Any] = {}
+    async with trio_pty.open_manager(Limits()) as manager:
+        for name, (command, args, prompt) in INTERACTIVE.items():
+            if shutil.which(command) is None:
+                continue
+            times, endings = [], set()
+            for _ in range(rounds):
+                ready = Wait(pattern=prompt, timeout_ms=int(READY_TIMEOUT * 1000))
+                info = await manager.spawn(
+                    command, args, description=name, env=_env(tag), ready=ready
+                )
+                await trio.sleep(0.1)  # settled at its prompt
+                started = time.perf_counter()
+                final = await manager.kill(info.id, cleanup=True)
+                times.append(time.perf_counter() - started)
+                endings.add(
+                    f"exit_signal {final.exit_signal}"
+                    if final.exit_signal
+                    else f"exit_code {final.exit_code}"
+                )
+            found[name] = {"times": times, "endings": sorted(endings)}
+    return found
 
 
 # --------------------------------------------------------------------------- naive
@@ -284,8 +443,9 @@ async def _main(ctx: Context, result: Result) -> None:
     runs: list[dict[str, Any]] = []
     for n in params["sizes"]:
         for number in range(params["rounds"]):
-            # Interleaved, the order alternating from round to round.
-            order = ["trio-pty", "naive"] if number % 2 == 0 else ["naive", "trio-pty"]
+            # Interleaved, the order rotating from round to round.
+            variants = ["trio-pty", "crash", "naive"]
+            order = variants[number % 3 :] + variants[: number % 3]
             for variant in order:
                 ctx.progress(f"N={n} round {number + 1}/{params['rounds']} {variant}")
                 tag = f"{ctx.tag}/teardown/{variant}/{n}/{number}"
@@ -293,6 +453,9 @@ async def _main(ctx: Context, result: Result) -> None:
                     if variant == "trio-pty":
                         bound = params["trio_pty_bound_past_grace"]
                         run = await run_trio_pty(n, grace, bound, tag)
+                    elif variant == "crash":
+                        bound = params["trio_pty_bound_past_grace"]
+                        run = await run_crash(n, grace, bound, tag)
                     else:
                         run = await run_naive(n, grace, params["naive_bound_past_grace"], tag)
                 finally:
@@ -302,6 +465,12 @@ async def _main(ctx: Context, result: Result) -> None:
                 run["round"] = number
                 runs.append(run)
     result.data["runs"] = runs
+    ctx.progress("kill time of interactive programs")
+    tag = f"{ctx.tag}/teardown/kill-time"
+    try:
+        result.data["kill_time"] = await kill_times(params["kill_time_rounds"], tag)
+    finally:
+        procs.kill_and_wait(procs.tagged(tag))
     _summarize(result, runs)
 
 
@@ -311,14 +480,21 @@ def _summarize(result: Result, runs: list[dict[str, Any]]) -> None:
     by_n: dict[str, Any] = {}
     for n in sizes:
         ours = [r for r in runs if r["n"] == n and r["variant"] == "trio-pty"]
+        crash = [r for r in runs if r["n"] == n and r["variant"] == "crash"]
         naive = [r for r in runs if r["n"] == n and r["variant"] == "naive"]
         ours_gone = [r["gone_s"] for r in ours if r["gone_s"] is not None]
+        crash_gone = [r["gone_s"] for r in crash if r["gone_s"] is not None]
         naive_gone = [r["last_gone_s"] for r in naive if r["last_gone_s"] is not None]
         summaries = result.table(
-            f"N = {n}: all gone, from the cancel",
+            f"N = {n}: all gone, from the cancel (crash: from the SIGKILL)",
             "s",
-            {"trio-pty": ours_gone, "naive": naive_gone},
+            {"trio-pty": ours_gone, "crash": crash_gone, "naive": naive_gone},
             baseline="naive",
+        )
+        result.table(
+            f"N = {n}: crash case, the keeper exited, from the SIGKILL",
+            "s",
+            {"crash": [r["keeper_exit_s"] for r in crash if r["keeper_exit_s"] is not None]},
         )
         result.table(
             f"N = {n}: teardown call returned, from the cancel",
@@ -328,18 +504,25 @@ def _summarize(result: Result, runs: list[dict[str, Any]]) -> None:
         result.table(
             f"N = {n}: processes in the workload",
             "count",
-            {"trio-pty": [r["recorded"] for r in ours], "naive": [r["recorded"] for r in naive]},
+            {
+                "trio-pty": [r["recorded"] for r in ours],
+                "crash": [r["recorded"] for r in crash],
+                "naive": [r["recorded"] for r in naive],
+            },
         )
         result.table(
             f"N = {n}: processes left running at the bound",
             "count",
             {
                 "trio-pty": [len(r["leftovers"]) for r in ours],
+                "crash": [len(r["leftovers"]) for r in crash],
                 "naive": [len(r["leftovers"]) for r in naive],
             },
         )
         by_n[str(n)] = {
             "trio_pty": summaries["trio-pty"],
+            "crash": summaries["crash"],
+            "crash_leftovers": [len(r["leftovers"]) for r in crash],
             "naive": summaries["naive"],
             "trio_pty_leftovers": [len(r["leftovers"]) for r in ours],
             "trio_pty_present_at_exit": [r["present_at_start"] for r in ours],
@@ -347,6 +530,17 @@ def _summarize(result: Result, runs: list[dict[str, Any]]) -> None:
             "processes": [r["recorded"] for r in ours],
             "setup_s": [r["setup_s"] for r in ours],
         }
+        for r in crash:
+            result.check(
+                f"crash teardown N={n} round {r['round'] + 1}: nothing left, keeper gone",
+                r["gone_s"] is not None
+                and not r["leftovers"]
+                and r["keeper_found"]
+                and r["keeper_exit_s"] is not None,
+                f"{r['recorded']} processes; left at the bound: {len(r['leftovers'])} "
+                f"{r['leftovers'][:5]}; keeper found: {r['keeper_found']}, exited after "
+                f"{r['keeper_exit_s']} s",
+            )
         for r in ours:
             incomplete = r["gone_s"] is None
             result.check(
@@ -378,6 +572,26 @@ def _summarize(result: Result, runs: list[dict[str, Any]]) -> None:
         baseline=f"naive {naive['median']:.3f} s",
         ratio=ours["median"] / naive["median"] if naive["median"] else None,
     )
+    crash_at = by_n[str(largest)]["crash"]
+    crash_bound = grace + 0.100
+    crash_runs = [r for r in runs if r["variant"] == "crash"]
+    crash_clean = sum(1 for r in crash_runs if r["gone_s"] is not None and not r["leftovers"])
+    result.goal(
+        "Crash (the manager's process SIGKILLed), N = 256: all gone within terminate_grace "
+        "+ 100 ms, 0 left in every run",
+        f"N = {largest}: median {crash_at['median']:.3f} s (max {crash_at['max']:.3f} s) from "
+        f"the SIGKILL, so +{(crash_at['median'] - grace) * 1000:.0f} ms past the grace "
+        f"(the normal teardown: {ours['median']:.3f} s); {crash_clean}/{len(crash_runs)} "
+        "crash runs left nothing",
+        (crash_at["median"] <= crash_bound and crash_clean == len(crash_runs))
+        if at_goal_size
+        else None,
+        key="crash",
+        subject=f"{crash_at['median']:.3f} s",
+        baseline=f"normal teardown {ours['median']:.3f} s",
+        ratio=crash_at["median"] / ours["median"] if ours["median"] else None,
+    )
+    _summarize_kill_time(result)
     ours_runs = [r for r in runs if r["variant"] == "trio-pty"]
     clean = sum(
         1 for r in ours_runs if r["gone_s"] is not None and not r["leftovers"] and not r["fds_left"]
@@ -412,6 +626,26 @@ def _summarize(result: Result, runs: list[dict[str, Any]]) -> None:
         "their own session and background jobs of the job-control shells), which the "
         "benchmark then killed; its time counts only the processes that did go away."
     )
+
+
+def _summarize_kill_time(result: Result) -> None:
+    found = result.data.get("kill_time", {})
+    if not found:
+        return
+    result.table(
+        "kill time of an interactive program at its prompt (manager.kill, grace 2 s)",
+        "s",
+        {name: entry["times"] for name, entry in found.items()},
+    )
+    endings = "; ".join(f"{name}: {', '.join(entry['endings'])}" for name, entry in found.items())
+    result.notes.append(
+        "Interactive programs killed at their prompt end as a terminal hanging up makes them "
+        f"end ({endings}): exit_signal 1 is the program's own death by SIGHUP, after its "
+        "cleanup (bash saves its history); before the hangup came first, bash ignored SIGTERM "
+        "and waited for SIGKILL at the end of the grace (2008 ms, exit_signal 9)."
+    )
+    medians = {name: statistics.median(entry["times"]) for name, entry in found.items()}
+    result.data["kill_time_medians"] = medians
 
 
 def run(ctx: Context) -> Result:

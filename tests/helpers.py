@@ -8,7 +8,7 @@ from collections.abc import Callable
 import trio
 
 from trio_pty.manager import Manager
-from trio_pty.posix import reap
+from trio_pty.posix import proc, reap
 
 
 async def poll_until(condition: Callable[[], bool], *, timeout: float = 10) -> None:
@@ -50,13 +50,13 @@ def tagged_processes(manager: Manager, session_id: str | None = None) -> list[in
     return [
         entry.pid
         for entry in snapshot.with_tags_of(manager.id)
-        if session_id is None or reap.read_tags(entry.pid) == (manager.id, session_id)
+        if session_id is None or proc.read_tags(entry.pid) == (manager.id, session_id)
     ]
 
 
 def alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie (the library's own /proc stat parser)."""
-    entry = reap._read_stat(pid)
+    entry = proc.read_stat(pid)
     return entry is not None and not entry.dead
 
 
@@ -73,7 +73,7 @@ def tagged_by_session(manager: Manager) -> dict[str, list[int]]:
     snapshot = reap.ProcessTable().snapshot()
     found: dict[str, list[int]] = {}
     for entry in snapshot.with_tags_of(manager.id):
-        tags = reap.read_tags(entry.pid)
+        tags = proc.read_tags(entry.pid)
         if tags is not None:
             found.setdefault(tags[1], []).append(entry.pid)
     return found

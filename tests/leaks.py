@@ -1,8 +1,8 @@
 """Leak accounting shared by every test: processes, file descriptors, PTY masters, tasks.
 
 A test leaks when, after it, this process (or a server subprocess it names) has a descendant
-it did not have before, a process anywhere carries a trio-pty manager tag, an fd is open that
-was not, or a trio task runs that did not.
+it did not have before, a process anywhere carries a trio-pty manager tag or is the keeper of
+one of our managers, an fd is open that was not, or a trio task runs that did not.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import attrs
 import trio
 
-from trio_pty.posix import reap
+from trio_pty.posix import proc, reap
 
 
 @attrs.frozen
@@ -37,9 +37,26 @@ def _cmdline(pid: int) -> str:
 OUR_MANAGERS: set[str] = set()
 
 
-def descendants(roots: Iterable[int]) -> dict[int, ProcessView]:
+_KEEPER_CACHE: dict[tuple[int, int], str | None] = {}
+
+
+def keeper_of(entry: proc.ProcEntry) -> str | None:
+    """The id of the manager whose keeper this process is, if it is one. Keepers lead their
+    own session, so only session leaders are looked at (and remembered)."""
+    if entry.sid != entry.pid or entry.dead or entry.kernel:
+        return None
+    if entry.key not in _KEEPER_CACHE:
+        tags = proc.environ_tags(entry.pid)
+        if tags is None:
+            return None  # unreadable for now (an exec in progress): ask again next time
+        _KEEPER_CACHE[entry.key] = tags.get(proc.TAG_KEEPER)
+    return _KEEPER_CACHE[entry.key]
+
+
+def descendants(roots: Iterable[int], *, keepers: bool = True) -> dict[int, ProcessView]:
     """Every living or zombie descendant of `roots`, plus anything tagged by one of our
-    managers wherever it was reparented."""
+    managers wherever it was reparented, and our managers' keepers wherever they are.
+    `keepers=False` leaves keepers out (while their managers are open, they belong)."""
     snapshot = reap.ProcessTable().snapshot()
     found: dict[int, ProcessView] = {}
     stack = [child for root in roots for child in snapshot.children.get(root, ())]
@@ -53,6 +70,15 @@ def descendants(roots: Iterable[int]) -> dict[int, ProcessView]:
     for manager_id in OUR_MANAGERS:
         for entry in snapshot.with_tags_of(manager_id):
             found.setdefault(entry.pid, ProcessView(entry.pid, entry.state, _cmdline(entry.pid)))
+    for entry in snapshot.entries.values():
+        if entry.pid not in found and keeper_of(entry) in OUR_MANAGERS:
+            found[entry.pid] = ProcessView(entry.pid, entry.state, _cmdline(entry.pid))
+    if not keepers:
+        found = {
+            pid: view
+            for pid, view in found.items()
+            if pid not in snapshot.entries or keeper_of(snapshot.entries[pid]) is None
+        }
     return found
 
 

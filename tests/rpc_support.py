@@ -109,6 +109,7 @@ def start_server(
         command += ["--config", str(config_path)]
     stderr_path = tmp_path / "server.err"
     child_env = {k: v for k, v in os.environ.items() if k != "TRIO_PTY_TOKEN"}
+    child_env["XDG_STATE_HOME"] = str(tmp_path / "xdg-state")  # its own state directory
     child_env.update(env or {})
     with open(stderr_path, "wb") as stderr:
         proc = subprocess.Popen(
@@ -137,7 +138,7 @@ def server_processes(server: ServerProcess) -> dict[int, leaks.ProcessView]:
     """The server's living descendants (its sessions and what they started)."""
     return {
         pid: view
-        for pid, view in leaks.descendants([server.proc.pid]).items()
+        for pid, view in leaks.descendants([server.proc.pid], keepers=False).items()
         if view.state not in ("Z", "X")
     }
 

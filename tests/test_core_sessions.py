@@ -144,7 +144,7 @@ async def test_timeout_kills_and_reports() -> None:
             await wait_for_status(manager, info.id, "killed")
             assert 0.3 <= trio.current_time() - start < 1.5
             final = manager.get(info.id)
-            assert final.timed_out and final.exit_signal == signal.SIGTERM
+            assert final.timed_out and final.exit_signal == signal.SIGHUP
             await poll_until(lambda: len(events) == 1)
             assert events[0].timed_out and events[0].timeout_seconds == 0.3
 
@@ -155,7 +155,7 @@ async def test_kill_keeps_output_and_cleanup_removes() -> None:
             info = await manager.spawn("sh", ["-c", "echo before; sleep 100"], description="k")
             await wait_for_text(manager, info.id, "before")
             killed = await manager.kill(info.id)
-            assert killed.status == "killed" and killed.exit_signal == signal.SIGTERM
+            assert killed.status == "killed" and killed.exit_signal == signal.SIGHUP
             assert not alive(info.pid)
             assert "before" in [line.text for line in (await manager.read(info.id)).lines]
             await manager.kill(info.id, cleanup=True)
@@ -164,7 +164,7 @@ async def test_kill_keeps_output_and_cleanup_removes() -> None:
 
 
 async def test_output_printed_while_dying_is_kept() -> None:
-    script = "trap 'echo goodbye; exit 0' TERM; echo ready; while :; do sleep 0.05; done"
+    script = "trap 'echo goodbye; exit 0' HUP TERM; echo ready; while :; do sleep 0.05; done"
     with trio.fail_after(10):
         async with trio_pty.open_manager(FAST) as manager:
             info = await manager.spawn("sh", ["-c", script], description="trap")

@@ -3,10 +3,18 @@ bound, on every path (kill, exit, owner deleted, manager exit or cancellation)."
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shlex
+import signal
+import sys
+from pathlib import Path
+
+import pytest
 import trio
 
 import trio_pty
-from trio_pty import Limits
+from trio_pty import Limits, Wait
 
 from .helpers import (
     alive,
@@ -20,7 +28,7 @@ from .helpers import (
 GRACE = 0.5
 LIMITS = Limits(terminate_grace=GRACE, max_sessions=64, max_sessions_per_owner=64)
 
-IGNORES_TERM = "trap '' TERM; echo ready; while :; do sleep 1; done"
+IGNORES_TERM = "trap '' HUP TERM; echo ready; while :; do sleep 1; done"
 
 
 async def test_kill_of_a_term_ignoring_child_takes_about_the_grace() -> None:
@@ -161,3 +169,175 @@ async def test_pids_reported_belong_to_the_session() -> None:
             text = await wait_for_text(manager, info.id, "child")
             (child,) = numbers_in(text)
             assert sorted(tagged_processes(manager, info.id)) == sorted([info.pid, child])
+
+
+# ------------------------------------------------------------------ hanging up first
+
+
+async def test_killing_interactive_bash_hangs_up_and_it_exits_at_once(tmp_path: Path) -> None:
+    """A terminal closing sends SIGHUP: bash saves its history and exits on its own, long
+    before the grace (it ignores SIGTERM, so without the hangup it waited for SIGKILL)."""
+    grace = 2.0
+    history = tmp_path / "history"
+    with trio.fail_after(15):
+        async with trio_pty.open_manager(Limits(terminate_grace=grace)) as manager:
+            info = await manager.spawn(
+                "bash",
+                ["--norc", "--noprofile", "-i"],
+                description="shell",
+                env={"HISTFILE": str(history), "PS1": "ready$ "},
+                ready=Wait(pattern=r"ready\$ $"),
+            )
+            await manager.write(info.id, "echo typed-before-the-hangup\n")
+            await wait_for_text(manager, info.id, "\ntyped-before-the-hangup")
+            start = trio.current_time()
+            final = await manager.kill(info.id)
+            elapsed = trio.current_time() - start
+    assert elapsed < grace / 4, elapsed
+    # Its own ending: bash re-raises the SIGHUP it got, once its history is saved.
+    assert (final.status, final.exit_code, final.exit_signal, final.error) == (
+        "killed",
+        None,
+        signal.SIGHUP,
+        None,
+    )
+    assert "echo typed-before-the-hangup" in history.read_text()
+
+
+# ------------------------------------------------------------------ pid hoppers
+
+# Ignores SIGHUP and SIGTERM, calls setsid, then forks and lets the parent exit every few
+# milliseconds: no /proc listing ever holds its current pid for long. Every generation
+# appends one byte to the heartbeat file; the first writes its group id to `BEAT.pgid`.
+# Bounded (600 generations, about 2 s): one that escaped a failing test ends on its own and
+# leaves a bounded trail of zombies.
+HOPPER = """\
+import os, signal, sys, time
+for sig in (signal.SIGHUP, signal.SIGTERM):
+    signal.signal(sig, signal.SIG_IGN)
+beat = sys.argv[1]
+os.setsid()
+with open(beat + ".pgid", "w") as handle:
+    handle.write(str(os.getpgrp()))
+for _ in range(600):
+    fd = os.open(beat, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    os.write(fd, b".")
+    os.close(fd)
+    time.sleep(0.003)
+    if os.fork():
+        os._exit(0)
+"""
+HOPPERS_AT_ONCE = 5
+HOPPER_TRIES = 30
+
+
+def _hopper_script(beat: Path, *, sibling: bool, stubborn: bool = True) -> str:
+    """A shell that starts the hopper, then sleeps, or keeps forking short sleepers (the
+    hopper's sibling: new processes in the session all the time); `stubborn`, it ignores
+    SIGHUP and SIGTERM too."""
+    rest = "while :; do sleep 0.01; done" if sibling else "sleep 1000"
+    hopper = f"{shlex.quote(sys.executable)} -c {shlex.quote(HOPPER)} {shlex.quote(str(beat))}"
+    trap = "trap '' HUP TERM; " if stubborn else ""
+    return f"{trap}{hopper} & {rest}"
+
+
+def _beats(beat: Path) -> int:
+    try:
+        return beat.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+async def _hoppers_stopped(beats: list[Path]) -> list[Path]:
+    """The heartbeats that still grow over a window in which a live hopper beats ~15 times.
+    The test's judge: a /proc scan can miss a hopper, its heartbeat cannot."""
+    before = [_beats(beat) for beat in beats]
+    await trio.sleep(0.05)
+    return [beat for beat, size in zip(beats, before, strict=True) if _beats(beat) != size]
+
+
+def _stop_hoppers(beats: list[Path]) -> None:
+    """After a failure only: end the hoppers that survived, by their group (a group this
+    test created; its id is pinned by the manager's zombies while the manager is open)."""
+    for beat in beats:
+        with contextlib.suppress(OSError, ValueError):
+            os.killpg(int(beat.with_suffix(".pgid").read_text()), signal.SIGKILL)
+
+
+async def _start_hoppers(
+    manager: trio_pty.Manager,
+    folder: Path,
+    round_: int,
+    *,
+    sibling: bool,
+    count: int = HOPPERS_AT_ONCE,
+    stubborn: bool = True,
+) -> tuple[list[str], list[Path]]:
+    ids, beats = [], []
+    for index in range(count):
+        beat = folder / f"beat-{round_}-{index}"
+        script = _hopper_script(beat, sibling=sibling, stubborn=stubborn)
+        info = await manager.spawn("sh", ["-c", script], description="hop")
+        ids.append(info.id)
+        beats.append(beat)
+    await poll_until(lambda: all(_beats(beat) >= 20 for beat in beats))  # hopping for a while
+    return ids, beats
+
+
+@pytest.mark.parametrize("sibling", [False, True], ids=["alone", "with-a-sleeper-forking-sibling"])
+async def test_pid_hoppers_are_gone_when_kill_returns(tmp_path: Path, sibling: bool) -> None:
+    """30 hoppers, five at a time: after each `kill` returns, 0 heartbeats. (Before the
+    groups were pinned, 1 to all 5 of 5 kept beating, with `killed` and no error.)"""
+    limits = Limits(terminate_grace=0.05, max_sessions=64, max_sessions_per_owner=64)
+    with trio.fail_after(60):
+        async with trio_pty.open_manager(limits) as manager:
+            for round_ in range(HOPPER_TRIES // HOPPERS_AT_ONCE):
+                ids, beats = await _start_hoppers(manager, tmp_path, round_, sibling=sibling)
+                try:
+                    async with trio.open_nursery() as nursery:
+                        for session_id in ids:
+                            nursery.start_soon(manager.kill, session_id)
+                    assert await _hoppers_stopped(beats) == []
+                    assert [manager.get(i).error for i in ids] == [None] * len(ids)
+                finally:
+                    _stop_hoppers(await _hoppers_stopped(beats))
+
+
+@pytest.mark.parametrize("sibling", [False, True], ids=["alone", "with-a-sleeper-forking-sibling"])
+async def test_pid_hoppers_are_gone_when_the_manager_closes(tmp_path: Path, sibling: bool) -> None:
+    """The same through the manager's shutdown (what `trio-pty serve` runs on SIGTERM):
+    0 heartbeats once `open_manager` returns, 30 hoppers in six shutdowns. An outer manager
+    keeps this process a subreaper that reaps throughout, so even a hopper that survived a
+    shutdown (a failure) leaves its zombies with us, not with PID 1."""
+    limits = Limits(terminate_grace=0.05)
+    with trio.fail_after(60):
+        async with trio_pty.open_manager(Limits(orphan_reap_interval=0.05)):
+            for round_ in range(HOPPER_TRIES // HOPPERS_AT_ONCE):
+                beats: list[Path] = []
+                try:
+                    async with trio_pty.open_manager(limits) as manager:
+                        _, beats = await _start_hoppers(manager, tmp_path, round_, sibling=sibling)
+                    assert await _hoppers_stopped(beats) == []
+                finally:
+                    _stop_hoppers(await _hoppers_stopped(beats))
+
+
+async def test_a_kill_that_cannot_confirm_the_end_says_so(tmp_path: Path) -> None:
+    """close_timeout shorter than the grace: the hopper ignores SIGTERM and is still there
+    at the deadline (the shell that started it is not); the kill must not report a clean
+    `killed`."""
+    limits = Limits(terminate_grace=5.0, close_timeout=0.3)
+    beats: list[Path] = []
+    with trio.fail_after(20):
+        async with trio_pty.open_manager(limits) as manager:
+            try:
+                ids, beats = await _start_hoppers(
+                    manager, tmp_path, 0, sibling=False, count=1, stubborn=False
+                )
+                final = await manager.kill(ids[0])
+                assert final.error is not None and "close_timeout" in final.error, final
+            finally:
+                _stop_hoppers(beats)
+                with trio.fail_after(5):
+                    while await _hoppers_stopped(beats):
+                        _stop_hoppers(beats)

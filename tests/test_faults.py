@@ -25,7 +25,7 @@ import trio
 import trio_pty
 from trio_pty import Limits, Wait, errors
 from trio_pty.policy.authorize import AuthorizationRequest
-from trio_pty.posix import reap
+from trio_pty.posix import proc
 
 from . import leaks
 from .helpers import (
@@ -41,7 +41,7 @@ LIMITS = Limits(terminate_grace=0.3, io_timeout=1.0)
 
 
 def _state(pid: int) -> str:
-    entry = reap._read_stat(pid)
+    entry = proc.read_stat(pid)
     return "gone" if entry is None else entry.state
 
 
@@ -388,7 +388,7 @@ async def test_child_that_closes_the_slave_at_once_but_keeps_running() -> None:
             start = trio.current_time()
             final = await manager.kill(info.id)
             assert trio.current_time() - start < LIMITS.terminate_grace + 1
-            assert final.status == "killed" and final.exit_signal == signal.SIGTERM
+            assert final.status == "killed" and final.exit_signal == signal.SIGHUP
             assert tagged_processes(manager, info.id) == []
             # Nothing after "before" but, perhaps, the tty's echo of what was written.
             lines = [line.text for line in (await manager.read(info.id)).lines]
@@ -479,7 +479,7 @@ async def test_stopped_grandchildren_are_torn_down_without_waiting_for_the_grace
 async def test_stopped_child_that_ignores_sigterm_is_killed_after_the_grace() -> None:
     grace = 0.5
     script = (
-        "trap '' TERM; sleep 100 & echo ready; kill -STOP $!; kill -STOP $$; "
+        "trap '' HUP TERM; sleep 100 & echo ready; kill -STOP $!; kill -STOP $$; "
         "while :; do sleep 1; done"
     )
     with trio.fail_after(10):
@@ -504,7 +504,7 @@ async def test_child_that_traps_sigterm_and_keeps_forking_is_gone_after_sigkill(
     descendants, or as tagged orphans adopted by the subreaper once the parent is dead)."""
     grace = 0.5
     spawner = "sleep 100" if escape == "same group" else "setsid sleep 100"
-    script = f"trap '' TERM; echo ready; while :; do {spawner} & sleep 0.01; done"
+    script = f"trap '' HUP TERM; echo ready; while :; do {spawner} & sleep 0.01; done"
     with trio.fail_after(20):
         async with trio_pty.open_manager(Limits(terminate_grace=grace)) as manager:
             info = await manager.spawn("sh", ["-c", script], description="forker")
@@ -529,7 +529,7 @@ async def test_kill_right_after_spawn_leaves_nothing() -> None:
                 for _ in range(40):  # it fails within a few when the race is there
                     info = await manager.spawn("sh", ["-c", script], description="racy")
                     await manager.kill(info.id, cleanup=True)
-                    left = leaks.descendants([me])
+                    left = leaks.descendants([me], keepers=False)
                     assert left == {}, left
     finally:
         # If it fails, leave nothing behind to fail the tests after it.
@@ -539,28 +539,28 @@ async def test_kill_right_after_spawn_leaves_nothing() -> None:
 async def test_a_process_first_seen_while_it_execs_keeps_its_tags() -> None:
     """The tag is what finds a descendant that escaped with setsid and a double fork. A scan
     that happens to read the environment during an exec sees none; that must not stick."""
-    env = {**os.environ, reap.TAG_MANAGER: "m-exec-race", reap.TAG_SESSION: "s-exec-race"}
+    env = {**os.environ, proc.TAG_MANAGER: "m-exec-race", proc.TAG_SESSION: "s-exec-race"}
     exec_sleep = "import os; os.execvp('sleep', ['sleep', '100'])"
     caught = 0
     with trio.fail_after(30):
         for _ in range(50):
             process = await trio.lowlevel.open_process([sys.executable, "-c", exec_sleep], env=env)
             try:
-                missed: dict[tuple[int, int], object] | None = None
+                missed: proc.TagCache | None = None
                 while missed is None and _cmdline(process.pid) != "sleep 100":
-                    entry = reap._read_stat(process.pid)
+                    entry = proc.read_stat(process.pid)
                     if entry is None or entry.dead:
                         break
-                    cache: dict[tuple[int, int], object] = {}  # a scan seeing it for the first time
-                    if not reap.Snapshot({entry.pid: entry}, cache).with_tags_of("m-exec-race"):
+                    cache: proc.TagCache = {}  # a scan seeing it for the first time
+                    if not proc.Snapshot({entry.pid: entry}, cache).with_tags_of("m-exec-race"):
                         missed = cache
                 if missed is None:
                     continue
                 caught += 1
                 await poll_until(lambda: _cmdline(process.pid) == "sleep 100")  # noqa: B023
-                entry = reap._read_stat(process.pid)
+                entry = proc.read_stat(process.pid)
                 assert entry is not None
-                found = reap.Snapshot({entry.pid: entry}, missed).with_tags_of("m-exec-race")
+                found = proc.Snapshot({entry.pid: entry}, missed).with_tags_of("m-exec-race")
                 assert [e.pid for e in found] == [process.pid], "forgotten after its exec"
                 if caught >= 3:
                     break
@@ -599,7 +599,7 @@ async def test_a_classic_double_fork_daemon_leaves_no_zombie() -> None:
                 assert page.reason == "matched"
                 await manager.kill(info.id)
                 assert tagged_processes(manager) == []
-                left = leaks.descendants([me])
+                left = leaks.descendants([me], keepers=False)
                 assert left == {}, left
     finally:
         await leaks.kill_descendants(me)

@@ -148,7 +148,9 @@ PROGRAMS: dict[str, Program] = {
         exit_code=0,
         lines=("out-1", "out-2", "out-3"),
     ),
-    "ignores-sigterm": Program("sh", ("-c", "trap '' TERM; echo ready; while :; do sleep 1; done")),
+    "ignores-sigterm": Program(
+        "sh", ("-c", "trap '' HUP TERM; echo ready; while :; do sleep 1; done")
+    ),
     "forks-grandchildren": Program("sh", ("-c", "sleep 100 & sleep 100 & echo started; wait")),
     "job-control-shell": Program(
         "bash",
@@ -947,7 +949,7 @@ async def test_sessions_being_torn_down_count_against_the_quota() -> None:
     its grace, after its timeout), a new spawn must not make it two sessions holding
     processes. Refusing the spawn (or making it wait) are both fine."""
     limits = Limits(max_sessions=2, max_sessions_per_owner=1, terminate_grace=1.0)
-    script = "trap '' TERM; echo ready; exec sleep 100"
+    script = "trap '' HUP TERM; echo ready; exec sleep 100"
     with trio.fail_after(20):
         async with trio_pty.open_manager(limits) as manager:
             for index in range(3):

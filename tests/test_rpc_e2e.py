@@ -524,7 +524,7 @@ async def test_sigterm_tears_down_sessions_that_ignore_sigterm(
                     await client.request(
                         SpawnParams(
                             command="sh",
-                            args=["-c", "trap '' TERM; sleep 1000 & sleep 1000"],
+                            args=["-c", "trap '' HUP TERM; sleep 1000 & sleep 1000"],
                             description="stubborn",
                         )
                     )

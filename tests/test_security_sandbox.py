@@ -19,7 +19,7 @@ import trio
 
 import trio_pty
 from trio_pty.manager import Manager
-from trio_pty.posix import reap, spawn
+from trio_pty.posix import proc, reap, spawn
 from trio_pty.posix.sandbox import BubblewrapSandbox
 
 from .helpers import alive, poll_until, tagged_processes, wait_for_status, wait_for_text
@@ -247,7 +247,7 @@ async def test_the_wrappers_death_kills_everything_inside(tmp_path: Path) -> Non
     process in the sandbox (sh's death kills bwrap, bwrap's the PID namespace)."""
     sandbox = BubblewrapSandbox()
     assert sandbox.kills_all
-    tag = {reap.TAG_MANAGER: "sandbox-test", reap.TAG_SESSION: "kills-all"}
+    tag = {proc.TAG_MANAGER: "sandbox-test", proc.TAG_SESSION: "kills-all"}
     argv, env = sandbox.wrap(
         ["sh", "-c", "sleep 300 & setsid sleep 301 & sleep 302"],
         {**os.environ, **tag},

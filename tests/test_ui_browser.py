@@ -307,7 +307,7 @@ def _scenario(
     page.locator("#kill").click()
     row.locator(".badge.killed").wait_for()
     page.locator("#term-status.killed").wait_for()
-    assert row.locator("td.exit").inner_text() == "SIGTERM"
+    assert row.locator("td.exit").inner_text() == "SIGHUP"
     assert page.locator("#kill").is_disabled()
     wait_rendered("ANSWER 42")
     assert lines()[: len(screen)] == screen

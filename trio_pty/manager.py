@@ -20,6 +20,7 @@ import attrs
 import trio
 
 from . import errors
+from .guard import Guard, reap_predecessors
 from .limits import Limits
 from .model import (
     CommandInfo,
@@ -47,7 +48,7 @@ from .policy.authorize import (
     open_workdir,
 )
 from .policy.environment import EnvAllowList, EnvMode, filtered_base, finish_environment
-from .posix import reap, spawn
+from .posix import proc, reap, spawn
 from .posix.sandbox import Sandbox
 from .session import Attachment, ExitCallback, Session
 from .shell import launch, pages
@@ -65,7 +66,7 @@ _subreaper_was_on = False
 def _acquire_subreaper() -> None:
     global _subreaper_users, _subreaper_was_on
     if _subreaper_users == 0:
-        _subreaper_was_on = reap.set_child_subreaper(True)
+        _subreaper_was_on = proc.set_child_subreaper(True)
     _subreaper_users += 1
 
 
@@ -73,7 +74,7 @@ def _release_subreaper() -> None:
     global _subreaper_users
     _subreaper_users -= 1
     if _subreaper_users == 0 and not _subreaper_was_on:
-        reap.set_child_subreaper(False)
+        proc.set_child_subreaper(False)
 
 
 class _NoPublicConstructor(type):
@@ -104,9 +105,11 @@ class Manager(metaclass=_NoPublicConstructor):
         authorizer: Authorizer,
         env_allow: EnvAllowList | None,
         sandbox: Sandbox | None,
+        state_dir: str | None = None,
     ) -> None:
         self.limits = limits
         self.id = secrets.token_hex(8)
+        self._guard = Guard(self.id, limits, state_dir)
         self.root = os.path.realpath(root)
         self._nursery = nursery
         self._on_exit = on_exit
@@ -244,7 +247,7 @@ class Manager(metaclass=_NoPublicConstructor):
                 child_env = finish_environment(
                     self._base_env,
                     overrides=env if shell is None else {**(env or {}), **shell.env},
-                    tags={reap.TAG_MANAGER: self.id, reap.TAG_SESSION: session.id},
+                    tags={proc.TAG_MANAGER: self.id, proc.TAG_SESSION: session.id},
                     workdir=handle.path,
                 )
                 if shell is None:
@@ -260,6 +263,7 @@ class Manager(metaclass=_NoPublicConstructor):
                     self._check_accepting(owner)
                     self._sessions[session.id] = session
                     reservation.release()
+                    self._guard.started(session.id, owner, session.pid)
 
                 try:
                     with trio.fail_after(limits.spawn_timeout):
@@ -1000,6 +1004,7 @@ class Manager(metaclass=_NoPublicConstructor):
             await running
         finally:
             self._running.discard(session)
+            self._guard.ended(session.id)
 
     async def _reap_orphans(self) -> None:
         """Collect adopted zombies now and then, so a session that keeps orphaning short
@@ -1027,19 +1032,19 @@ class Manager(metaclass=_NoPublicConstructor):
         concurrently with the sessions' own teardowns."""
         with trio.CancelScope(shield=True):
 
-            def escaped(snapshot: reap.Snapshot) -> dict[int, reap.ProcEntry]:
+            def escaped(snapshot: proc.Snapshot) -> dict[int, proc.ProcEntry]:
                 # Leaders belong to trio (it reaps them); their sessions end them.
                 leaders = {s.pid for s in self._running}
                 tagged = snapshot.with_tags_of(self.id, orphans_only=True)
                 return {e.pid: e for e in tagged if e.pid not in leaders}
 
             now = trio.current_time()
-            report = await reap.terminate(
+            report = await reap.Teardown(
                 escaped,
                 self._table,
                 kill_at=now + self.limits.terminate_grace,
                 deadline=now + self.limits.close_timeout,
-            )
+            ).run()
             if report.survivors:
                 log.error("processes survived manager shutdown: %s", report.survivors)
 
@@ -1091,6 +1096,7 @@ async def open_manager(
     env_allow: Sequence[str] | None = None,
     sandbox: Sandbox | None = None,
     subreaper: bool = True,
+    state_dir: str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[Manager]:
     """Run a manager for the duration of the block. Leaving or cancelling the block tears
     every session down concurrently, bounded by `limits.close_timeout`.
@@ -1100,12 +1106,21 @@ async def open_manager(
     this process's PATH. Passing `env_allow` applies that check without an authorizer too.
     `sandbox` wraps every command (e.g. `BubblewrapSandbox()`); clients cannot turn it off.
 
+    A keeper process (posix/keeper.py) tears the sessions down if this process dies
+    without leaving the block. With `state_dir`, live sessions are also recorded there, and
+    whatever managers that died on the same directory left running (their keepers killed
+    too) is torn down before the block starts.
+
     `subreaper=False` leaves orphan reaping to PID 1, for applications that reap children
     themselves; processes that escape a session are then found only at shutdown.
     """
     limits = limits or Limits()
+    state = os.fspath(state_dir) if state_dir is not None else None
+    if state is not None:
+        await reap_predecessors(state, limits)
     if subreaper:
         _acquire_subreaper()
+    manager: Manager | None = None
     try:
         async with trio.open_nursery() as nursery:
             manager = Manager._create(
@@ -1119,7 +1134,9 @@ async def open_manager(
                 authorizer=authorizer or AllowAll(),
                 env_allow=_env_allow(authorizer, env_allow),
                 sandbox=sandbox,
+                state_dir=state,
             )
+            await nursery.start(manager._guard.run)
             if subreaper:
                 nursery.start_soon(manager._reap_orphans)
             try:
@@ -1127,5 +1144,8 @@ async def open_manager(
             finally:
                 manager._close()
     finally:
+        if manager is not None:
+            manager._table.release_pins()
+            await manager._guard.close()  # every session is gone: the keeper may go
         if subreaper:
             _release_subreaper()

@@ -16,8 +16,8 @@ import math
 import os
 import signal
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Final
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Final, Literal
 
 import attrs
 import trio
@@ -38,7 +38,7 @@ from .output.buffer import OutputBuffer
 from .output.echo import after_echo
 from .output.search import CompiledPattern
 from .output.stubber import QueryResponder
-from .posix import reap, spawn
+from .posix import proc, reap, spawn
 from .shell.history import ShellTracker
 
 log = logging.getLogger("trio_pty")
@@ -51,6 +51,36 @@ _WRITE_CHUNK: Final = 16_384
 _SAFE_START_SCAN: Final = 65_536
 _EIO_POLL: Final = 0.05  # how often a master whose slave ends are all closed is retried
 _SCREEN_RECHECK: Final = 0.005  # a screen wait looks again at most this often under a flood
+
+Change = Literal["kill", "exit", "torn_down"]
+"""What can happen to a session: a kill (kill(), the timeout, a shutdown, or a teardown that
+finds it running), the leader's exit (recorded once its output is drained), the end of the
+teardown (nothing of it left)."""
+
+TRANSITIONS: Final[Mapping[tuple[Status, Change], Status]] = {
+    ("running", "kill"): "killing",
+    ("running", "exit"): "exited",
+    ("killing", "kill"): "killing",
+    ("killing", "exit"): "killing",  # the leader died of the kill
+    ("killing", "torn_down"): "killed",
+    ("exited", "kill"): "exited",  # killing an exited session ends what it left behind
+    ("exited", "torn_down"): "exited",
+    ("killed", "kill"): "killed",
+    ("killed", "exit"): "killed",  # the exit watcher can finish after the teardown
+}
+"""Every legal status change. Anything else (a second exit, a second end of teardown, an
+end of teardown that no kill or exit began) is a bug, and raises IllegalTransition."""
+
+
+class IllegalTransition(AssertionError):
+    """A status change that TRANSITIONS does not allow."""
+
+
+def next_status(status: Status, change: Change) -> Status:
+    following = TRANSITIONS.get((status, change))
+    if following is None:
+        raise IllegalTransition(f"{change!r} is not allowed in status {status!r}")
+    return following
 
 
 class Session:
@@ -74,10 +104,11 @@ class Session:
         "_removed",
         "_responder",
         "_shut_down",
+        "_status",
         "_stop",
         "_stop_at",
         "_table",
-        "_torn_down",
+        "_way_out",
         "_write_lock",
         "args",
         "cols",
@@ -94,7 +125,6 @@ class Session:
         "pid",
         "rows",
         "shell",
-        "status",
         "timed_out",
         "timeout",
         "title",
@@ -131,7 +161,7 @@ class Session:
         self.rows = rows
         self.cols = cols
         self.created_at = time.time()
-        self.status: Status = "running"
+        self._status: Status = "running"
         self.pid = 0
         self.exit_code: int | None = None
         self.exit_signal: int | None = None
@@ -158,7 +188,7 @@ class Session:
         self._output_lot = trio.lowlevel.ParkingLot()
         self._last_output_at = 0.0
         self._notified = False
-        self._torn_down = False
+        self._way_out: reap.Teardown | None = None
         self._removed = False
         self._stop_at: float | None = None
         self._notifying: trio.CancelScope | None = None
@@ -172,6 +202,14 @@ class Session:
     def finished(self) -> bool:
         """True once teardown is complete: no process left, master fd closed."""
         return self._finished.is_set()
+
+    @property
+    def status(self) -> Status:
+        return self._status
+
+    def _change(self, change: Change) -> None:
+        """The only way the status changes: through TRANSITIONS."""
+        self._status = next_status(self._status, change)
 
     @property
     def ended(self) -> bool:
@@ -272,14 +310,11 @@ class Session:
         it was asked for: the grace and the deadline count from then."""
         if self._stop_at is None:
             self._stop_at = trio.current_time() if at is None else at
-        if kill and self.status == "running":
-            self.status = "killing"
-            # SIGTERM the groups at once, before the teardown's first scan: with hundreds of
-            # sessions stopping together, a flooding program otherwise keeps a core busy
-            # until its own teardown gets round to it.
-            for pgid in self._signalable_groups():
-                reap.signal_group(pgid, signal.SIGTERM)
-                reap.signal_group(pgid, signal.SIGCONT)
+        if kill:
+            self._change("kill")
+            if self._process is not None:
+                # Hang up at once, before the teardown's first scan (see Teardown.hang_up).
+                self._way_out_of(self._process).hang_up()
         self._stop.set()
 
     async def kill(self) -> None:
@@ -354,8 +389,7 @@ class Session:
         with trio.move_on_after(self._limits.exit_drain_timeout):
             await self._eof.wait()
         self._record_exit(returncode)
-        if self.status == "running":
-            self.status = "exited"
+        self._change("exit")
         self._stop.set()
         if self.status == "exited" and on_exit is not None:
             notifiers.start_soon(self._notify, on_exit)
@@ -413,30 +447,39 @@ class Session:
 
     # ----------------------------------------------------------------- teardown
 
+    def _way_out_of(self, process: trio.Process) -> reap.Teardown:
+        """The session's Teardown, made once (by a kill request, or by the teardown)."""
+        if self._way_out is None:
+            if self._stop_at is None:
+                self._stop_at = trio.current_time()
+            self._way_out = reap.Teardown(
+                self._find_processes,
+                self._table,
+                kill_at=self._stop_at + self._limits.terminate_grace,
+                deadline=self._stop_at + self._limits.close_timeout,
+                leader=process,
+                groups=self._signalable_groups,
+                hang_up=self._foreground,
+                tags=(self._manager_id, self.id),
+            )
+        return self._way_out
+
     async def _teardown(self) -> None:
-        """SIGTERM -> grace -> SIGKILL -> reaped, shielded and bounded; runs once."""
-        if self._torn_down or self._process is None:
-            return
-        self._torn_down = True
-        if self.status == "running":
-            self.status = "killing"
+        """Hang up -> SIGTERM -> grace -> SIGKILL -> reaped, shielded and bounded; once."""
         process = self._process
-        asked_at = self._stop_at if self._stop_at is not None else trio.current_time()
+        if process is None or (self._way_out is not None and self._way_out.started):
+            return
+        if self.status == "running":
+            self._change("kill")
+        teardown = self._way_out_of(process)
         with trio.CancelScope(shield=True):
             try:
-                report = await reap.terminate(
-                    self._find_processes,
-                    self._table,
-                    kill_at=asked_at + self._limits.terminate_grace,
-                    deadline=asked_at + self._limits.close_timeout,
-                    leader=process,
-                    groups=self._signalable_groups,
-                )
+                report = await teardown.run()
             except Exception:
                 # A bug in teardown must not leave the session running: kill what we
                 # certainly own (the leader's group while the leader is unreaped).
                 for pgid in self._signalable_groups():
-                    reap.signal_group(pgid, signal.SIGKILL)
+                    proc.signal_group(pgid, signal.SIGKILL)
                 raise
         returncode = process.returncode
         if returncode is not None:
@@ -453,10 +496,15 @@ class Session:
                 f"({self._limits.close_timeout:g} s): {report.survivors}"
             )
             log.error("session %s: %s", self.id, self.error)
-        if self.status == "killing":
-            self.status = "killed"
+        elif report.unconfirmed:
+            self.error = (
+                f"could not confirm within close_timeout ({self._limits.close_timeout:g} s) "
+                f"that process groups {report.unconfirmed} are empty"
+            )
+            log.error("session %s: %s", self.id, self.error)
+        self._change("torn_down")
 
-    def _find_processes(self, snapshot: reap.Snapshot) -> dict[int, reap.ProcEntry]:
+    def _find_processes(self, snapshot: proc.Snapshot) -> dict[int, proc.ProcEntry]:
         return snapshot.members(
             leader=self.pid,
             groups=self._signalable_groups(),
@@ -465,16 +513,23 @@ class Session:
         )
 
     def _signalable_groups(self) -> list[int]:
-        groups = []
+        """Groups that cannot have been recycled: the leader's while it is unreaped, the
+        tty's current foreground group, and the groups pinned by a zombie of ours."""
+        groups = self._foreground()
         process = self._process
         if process is not None and process.returncode is None:
             # Unreaped, so its pid (= its group id since setsid) cannot have been recycled.
             groups.append(self.pid)
+        groups.extend(self._table.pinned_groups((self._manager_id, self.id)))
+        return groups
+
+    def _foreground(self) -> list[int]:
+        """The tty's foreground group, what a hangup signals besides the leader."""
         if self._master >= 0:
             foreground = spawn.foreground_group(self._master)
             if foreground is not None:
-                groups.append(foreground)
-        return groups
+                return [foreground]
+        return []
 
     def _close_master(self) -> None:
         if self._master >= 0:

@@ -8,200 +8,47 @@ is. Processes are signalled through pidfds after checking their start time, so a
 is never signalled (pid_max is 32768 on many machines).
 
 Zombies are dead: they count as gone. Those that are our children are reaped here, but only
-when they are certainly adopted (see `_certainly_adopted`), so the exit status of a child that
-trio or the embedding program waits on is never stolen.
+when they are certainly adopted (see `Snapshot.certainly_adopted`), so the exit status of a
+child that trio or the embedding program waits on is never stolen; and not while they pin a
+group of ours (see `ProcessTable`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import errno
+import collections
 import math
 import os
 import signal
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Final
 
 import attrs
 import trio
 
+from .proc import (
+    OUT_OF_RESOURCES,
+    ProcEntry,
+    Snapshot,
+    TagCache,
+    read_stat,
+    reap,
+    scan,
+    signal_group,
+    signal_process,
+)
+
 _SCAN_DUTY: Final = 2  # after a scan, wait twice its cost before the next one
+_OWNER_MEMORY: Final = 1.0
+"""How long (seconds) an id unused in every scan keeps its owner: a hopper's group can look
+unused to a scan that missed its one living process, while an id is reused only after the
+pid allocator has wrapped around pid_max (tens of thousands of forks later)."""
 
-TAG_SESSION: Final = "TRIO_PTY_SESSION"
-TAG_MANAGER: Final = "TRIO_PTY_MANAGER"
+Tags = tuple[str, str]
 
-_PR_SET_CHILD_SUBREAPER: Final = 36
-_PR_GET_CHILD_SUBREAPER: Final = 37
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def set_child_subreaper(enabled: bool) -> bool:
-    """Make this process the reaper of its orphaned descendants; return the previous state.
-
-    Orphans otherwise go to PID 1, which in containers reaps late (1.1-2 s measured) or never,
-    and a process group is only gone when every member has been reaped.
-    """
-    previous = ctypes.c_int(0)
-    if _libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(previous), 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_GET_CHILD_SUBREAPER) failed")
-    if _libc.prctl(_PR_SET_CHILD_SUBREAPER, int(enabled), 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
-    return bool(previous.value)
-
-
-@attrs.frozen(slots=True)
-class ProcEntry:
-    """One line of /proc/PID/stat, the fields we need."""
-
-    pid: int
-    ppid: int
-    pgid: int
-    sid: int
-    state: str
-    start_time: int
-
-    @property
-    def dead(self) -> bool:
-        return self.state in ("Z", "X")
-
-
-OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
-
-
-def _read_stat(pid: int) -> ProcEntry | None:
-    """The process's stat line, or None when it is gone. Running out of descriptors raises:
-    a process we could not look at is not a process that is gone."""
-    try:
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        if exc.errno in OUT_OF_RESOURCES:
-            raise
-        return None
-    try:
-        raw = os.read(fd, 4096)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    # comm may contain spaces and parentheses: split after the last ")".
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    if len(fields) < 20:
-        return None
-    return ProcEntry(
-        pid=pid,
-        ppid=int(fields[1]),
-        pgid=int(fields[2]),
-        sid=int(fields[3]),
-        state=fields[0].decode("ascii", "replace"),
-        start_time=int(fields[19]),
-    )
-
-
-def read_tags(pid: int) -> tuple[str, str] | None:
-    """(manager id, session id) from the process's initial environment, if it carries them."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            environ = handle.read()
-    except OSError:
-        return None
-    found: dict[str, str] = {}
-    for item in environ.split(b"\0"):
-        if item.startswith(b"TRIO_PTY_"):
-            name, _, value = item.partition(b"=")
-            found[name.decode("ascii", "replace")] = value.decode("utf-8", "replace")
-    if TAG_MANAGER in found and TAG_SESSION in found:
-        return found[TAG_MANAGER], found[TAG_SESSION]
-    return None
-
-
-class Snapshot:
-    """One scan of /proc with the indexes teardown needs, built once and shared."""
-
-    def __init__(self, entries: dict[int, ProcEntry], tag_cache: dict[tuple[int, int], object]):
-        self.entries = entries
-        self.own_pid = os.getpid()
-        self.own_pgid = os.getpgrp()
-        self.own_sid = os.getsid(0)
-        self.by_sid: dict[int, list[int]] = defaultdict(list)
-        self.by_pgid: dict[int, list[int]] = defaultdict(list)
-        self.children: dict[int, list[int]] = defaultdict(list)
-        for entry in entries.values():
-            self.by_sid[entry.sid].append(entry.pid)
-            self.by_pgid[entry.pgid].append(entry.pid)
-            self.children[entry.ppid].append(entry.pid)
-        self._tag_cache = tag_cache
-        # When the scan started and finished (on the table's clock).
-        self.taken = self.done = -math.inf
-        self._tagged: dict[tuple[str, str], list[int]] | None = None
-
-    def tagged(self, manager_id: str, session_id: str) -> list[int]:
-        """Living children of ours that carry this session's tag (adopted escapees)."""
-        if self._tagged is None:
-            self._tagged = defaultdict(list)
-            for pid in self.children.get(self.own_pid, ()):
-                entry = self.entries[pid]
-                tags = None if entry.dead else self._tags(entry)
-                if isinstance(tags, tuple):
-                    self._tagged[tags].append(pid)
-        return self._tagged.get((manager_id, session_id), [])
-
-    def _tags(self, entry: ProcEntry) -> object:
-        """Cached by (pid, start time), but only when found: /proc/PID/environ reads empty
-        while a process execs, and exec keeps the pid and the start time."""
-        key = (entry.pid, entry.start_time)
-        tags = self._tag_cache.get(key)
-        if tags is None:
-            tags = read_tags(entry.pid)
-            if tags is not None:
-                self._tag_cache[key] = tags
-        return tags
-
-    def with_tags_of(self, manager_id: str, *, orphans_only: bool = False) -> list[ProcEntry]:
-        """Living processes carrying this manager's tag, wherever they are now. With
-        `orphans_only`, only those reparented to PID 1 or to us (cheap: few processes)."""
-        found = []
-        for entry in self.entries.values():
-            if entry.dead or entry.pid == self.own_pid:
-                continue
-            if orphans_only and entry.ppid not in (1, self.own_pid):
-                continue
-            tags = self._tags(entry)
-            if isinstance(tags, tuple) and tags[0] == manager_id:
-                found.append(entry)
-        return found
-
-    def members(
-        self, *, leader: int, groups: Iterable[int], manager_id: str, session_id: str
-    ) -> dict[int, ProcEntry]:
-        """Every process of one session, living or dead, never ourselves or our group."""
-        seeds: set[int] = set(self.by_sid.get(leader, ()))
-        for pgid in (leader, *groups):
-            seeds.update(self.by_pgid.get(pgid, ()))
-        seeds.update(self.tagged(manager_id, session_id))
-        found: dict[int, ProcEntry] = {}
-        stack = list(seeds)
-        while stack:
-            pid = stack.pop()
-            if pid in found or pid not in self.entries:
-                continue
-            entry = self.entries[pid]
-            if pid <= 1 or pid == self.own_pid or entry.pgid == self.own_pgid:
-                continue
-            found[pid] = entry
-            stack.extend(self.children.get(pid, ()))
-        return found
-
-    def certainly_adopted(self, entry: ProcEntry) -> bool:
-        """True when `entry` is our child but was not forked by us.
-
-        A child we forked can only have our session id or (after setsid) its own pid as
-        session id; anything else was reparented to us as subreaper, so nobody in this
-        process is waiting for its exit status.
-        """
-        return entry.ppid == self.own_pid and entry.sid not in (self.own_sid, entry.pid)
+_HELD: collections.Counter[tuple[int, int]] = collections.Counter()
+"""Zombies held as pins by any table of this process: children, the subreaper and reaping
+are per process, and a manager must not reap the pin of another manager's group."""
 
 
 class ProcessTable:
@@ -216,6 +63,18 @@ class ProcessTable:
     The table also remembers every process any teardown identified as a session's (but not
     a leader): if one becomes our zombie, even after its death erased what made it a member
     (environment, parent), it is ours to reap.
+
+    **Pins.** A process that ignores SIGTERM, calls setsid, then forks and lets the parent
+    exit every few milliseconds changes pid faster than a scan can follow: a listing holds
+    the pid that is about to exit, never its successor. Its process group can be signalled
+    as a whole, though (a group signal reaches every member at once, and a fork in progress
+    cannot slip past it), but only while the group id cannot have been recycled. A group id
+    stays taken for as long as any process of the group exists, zombies included, and each
+    pid it hops away from becomes our zombie (we are the subreaper). So an adopted zombie in
+    a group or session seen holding a tagged process of ours is kept unreaped: it *pins*
+    that id, which makes `killpg` on it exact. A pin is released (and its zombie reaped) once
+    two scans in a row show nothing else in its group or session; until then the group is
+    `active`, and a teardown of its session does not finish.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -224,9 +83,18 @@ class ProcessTable:
         self._ready_again = -math.inf
         self._snapshot: Snapshot | None = None
         self._reaped: Snapshot | None = None
-        self._tag_cache: dict[tuple[int, int], object] = {}
+        self._tag_cache: TagCache = {}
         self._members: set[tuple[int, int]] = set()
         self._member_sids: set[int] = set()
+        self.leaders: set[int] = set()
+        """Pids of session leaders being torn down: trio's children, never reaped here."""
+        self._owners: dict[int, tuple[Tags, float]] = {}
+        """Group and session ids -> the session a process of ours seen in them belongs to,
+        and when an id was last seen in use."""
+        self._pins: dict[int, tuple[int, int]] = {}
+        """Group and session ids -> (pid, start time) of the zombie of ours holding them."""
+        self._quiet_since: dict[int, float] = {}
+        """Pinned ids whose last scan showed nothing but pins -> when that scan finished."""
 
     def snapshot(self, *, not_before: float | None = None, throttle: bool = True) -> Snapshot:
         """A snapshot taken at or after `not_before`, or else (with `throttle`) the newest
@@ -237,53 +105,134 @@ class ProcessTable:
         if self._snapshot is not None and fresh_enough:
             return self._snapshot
         taken = self._clock()
-        entries: dict[int, ProcEntry] = {}
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                entry = _read_stat(int(name))
-                if entry is not None:
-                    entries[entry.pid] = entry
-        live = {(e.pid, e.start_time) for e in entries.values()}
+        snapshot = scan(self._tag_cache)
+        entries = snapshot.entries.values()
+        live = {e.key for e in entries}
         self._tag_cache = {k: v for k, v in self._tag_cache.items() if k in live}
+        snapshot._tag_cache = self._tag_cache
         self._members &= live
-        self._member_sids &= {e.sid for e in entries.values()}
-        self._snapshot = Snapshot(entries, self._tag_cache)
+        self._member_sids &= snapshot.by_sid.keys()
+        self._learn_owners(snapshot)
         done = self._clock()
-        self._snapshot.taken, self._snapshot.done = taken, done
+        snapshot.taken, snapshot.done = taken, done
+        self._snapshot = snapshot
         self._taken, self._ready_again = taken, done + _SCAN_DUTY * (done - taken)
-        return self._snapshot
+        return snapshot
 
-    def note_members(self, entries: Iterable[ProcEntry]) -> None:
-        """Remember processes identified as a session's (never pass a leader), and their
-        session ids."""
+    def _learn_owners(self, snapshot: Snapshot) -> None:
+        """Which session each group and session id belongs to, from the living processes
+        whose tags are known; forget ids that nothing has used for a while (see
+        _OWNER_MEMORY)."""
+        now = self._clock()
+        owners = {}
+        for ident, (tags, seen) in self._owners.items():
+            if ident in snapshot.by_pgid or ident in snapshot.by_sid or ident in self._pins:
+                owners[ident] = (tags, now)
+            elif now - seen < _OWNER_MEMORY:
+                owners[ident] = (tags, seen)
+        self._owners = owners
+        for key, found in self._tag_cache.items():
+            # A zombie's tags are known if it was seen alive: its ids are still the ones
+            # it lived in.
+            entry = snapshot.entries.get(key[0])
+            if found[0] and entry is not None and entry.start_time == key[1]:
+                self._own(entry, found)
+
+    def _own(self, entry: ProcEntry, tags: Tags) -> None:
+        now = self._clock()
+        for ident in (entry.pgid, entry.sid):
+            self._owners[ident] = (tags, now)
+
+    def note_members(self, entries: Iterable[ProcEntry], tags: Tags | None = None) -> None:
+        """Remember processes identified as a session's (never pass a leader), their
+        session ids, and (with the session's `tags`) that their groups are the session's:
+        a member found as a descendant says so as surely as its tags would."""
         for entry in entries:
-            self._members.add((entry.pid, entry.start_time))
+            self._members.add(entry.key)
             self._member_sids.add(entry.sid)
+            if tags is not None and not entry.dead:
+                self._own(entry, tags)
 
     def is_member(self, entry: ProcEntry) -> bool:
         """Known as a session's process, or the leader of a session that holds one: the
         daemon(3) idiom's middle process calls setsid, forks and dies before any scan sees
         it, but its child (tagged, and in its session) is seen, and sessions are inherited,
         so the middle process descends from ours too."""
-        return (entry.pid, entry.start_time) in self._members or (
-            entry.sid == entry.pid and entry.pid in self._member_sids
+        return entry.pid not in self.leaders and (
+            entry.key in self._members
+            or (entry.sid == entry.pid and entry.pid in self._member_sids)
         )
 
+    def pinned_groups(self, tags: Tags) -> list[int]:
+        """The pinned ids that belong to this session: safe to signal as groups."""
+        return [i for i in self._pins if i in self._owners and self._owners[i][0] == tags]
+
+    def active(self, ids: Iterable[int]) -> bool:
+        """True while one of these pinned ids showed anything but pins in the last scan."""
+        return any(i in self._pins and i not in self._quiet_since for i in ids)
+
     def reap_orphans(self, snapshot: Snapshot) -> None:
-        """Reap our dead children that were certainly adopted or known session members;
-        once per snapshot, however many teardowns share it."""
+        """Reap our dead children that were certainly adopted or known session members,
+        except those that pin an id (see the class docstring); release quiet pins. Once per
+        snapshot, however many teardowns share it."""
         if snapshot is self._reaped:
             return
         self._reaped = snapshot
+        own = {snapshot.own_pgid, snapshot.own_sid}
+        # A pin whose zombie someone else reaped holds nothing any more.
+        for ident, key in list(self._pins.items()):
+            entry = snapshot.entries.get(key[0])
+            if entry is None or entry.key != key:
+                self._drop(ident, key)
+        held = set(self._pins.values())
         for pid in snapshot.children.get(snapshot.own_pid, ()):
             entry = snapshot.entries[pid]
-            if entry.dead and (snapshot.certainly_adopted(entry) or self.is_member(entry)):
+            if not entry.dead or entry.key in held:
+                continue
+            if not (snapshot.certainly_adopted(entry) or self.is_member(entry)):
+                continue
+            free = {
+                i
+                for i in (entry.pgid, entry.sid)
+                if i > 1 and i not in own and i not in self._pins and i in self._owners
+            }
+            for ident in free:  # (a zombie another manager holds can pin for us too)
+                self._pins[ident] = entry.key
+                held.add(entry.key)
+                _HELD[entry.key] += 1
+            if not free and entry.key not in _HELD:
                 reap(pid)
+        for ident, key in list(self._pins.items()):
+            around = (*snapshot.by_pgid.get(ident, ()), *snapshot.by_sid.get(ident, ()))
+            if any(snapshot.entries[pid].key not in _HELD for pid in around):
+                self._quiet_since.pop(ident, None)
+            elif ident not in self._quiet_since:
+                self._quiet_since[ident] = snapshot.done
+            elif snapshot.taken >= self._quiet_since[ident]:
+                self._release(ident, key)
+
+    def release_pins(self) -> None:
+        """Reap every zombie held as a pin: when the manager closes, after every teardown."""
+        for ident, key in list(self._pins.items()):
+            self._release(ident, key)
+
+    def _release(self, ident: int, key: tuple[int, int]) -> None:
+        self._drop(ident, key)
+        if key not in _HELD:
+            reap(key[0])
+
+    def _drop(self, ident: int, key: tuple[int, int]) -> None:
+        del self._pins[ident]
+        self._quiet_since.pop(ident, None)
+        _HELD[key] -= 1
+        if _HELD[key] <= 0:
+            del _HELD[key]
 
     def reap_member(self, pid: int, start_time: int) -> None:
-        """Reap one known member if it is now our zombie (checked by start time first)."""
+        """Reap one known member if it is now our zombie (checked by start time first) and
+        pins nothing."""
         try:
-            entry = _read_stat(pid)
+            entry = read_stat(pid)
         except OSError:
             return
         if (
@@ -292,43 +241,9 @@ class ProcessTable:
             and entry.dead
             and entry.ppid == os.getpid()
             and self.is_member(entry)
+            and entry.key not in _HELD
         ):
             reap(pid)
-
-
-def signal_process(entry: ProcEntry, sig: int) -> None:
-    """Signal one process through a pidfd, unless its pid now names another process."""
-    if entry.pid <= 1 or entry.pid == os.getpid():
-        return
-    try:
-        pidfd = os.pidfd_open(entry.pid)
-    except OSError:
-        return  # already gone
-    try:
-        current = _read_stat(entry.pid)
-        if current is not None and current.start_time == entry.start_time:
-            signal.pidfd_send_signal(pidfd, sig)
-    except OSError:
-        pass
-    finally:
-        os.close(pidfd)
-
-
-def signal_group(pgid: int, sig: int) -> None:
-    """Signal a process group we created. Never 0, 1, -1 or our own group."""
-    if pgid <= 1 or pgid == os.getpgrp():
-        return
-    with contextlib.suppress(OSError):
-        os.killpg(pgid, sig)
-
-
-def reap(pid: int) -> bool:
-    """Collect the exit status of one adopted child; True when it is gone."""
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return done == pid
 
 
 @attrs.frozen
@@ -338,6 +253,8 @@ class TeardownReport:
     survivors: list[int]
     blind: bool = False
     """The last look at /proc failed (out of descriptors): survivors are unknown."""
+    unconfirmed: list[int] = attrs.field(factory=list)
+    """Groups of the session still busy at the deadline: something may live in them."""
 
 
 Finder = Callable[[Snapshot], dict[int, ProcEntry]]
@@ -351,132 +268,195 @@ def _grid(interval: float) -> float:
     return (trio.current_time() // interval + 1) * interval
 
 
-async def _next_tick(interval: float, wake: trio.Event) -> float:
-    """Sleep to the next multiple of `interval` in trio time, and return that tick: a
-    snapshot taken at or after it is fresh enough. Ticks are shared by every teardown, so
-    those woken together share one scan. When `wake` fires (the leader exited) look again
-    at the next millisecond tick rather than at once, for the same reason."""
-    tick = _grid(interval)
-    with trio.move_on_at(tick):
-        await wake.wait()
-        tick = _grid(_FIRST_TICK)
-        await trio.sleep_until(tick)
-    return tick
+class Teardown:
+    """The way out of one session (or of the manager's escapees), in named steps:
 
-
-async def terminate(
-    find: Finder,
-    table: ProcessTable,
-    *,
-    kill_at: float,
-    deadline: float,
-    leader: trio.Process | None = None,
-    groups: Callable[[], Iterable[int]] = tuple,
-) -> TeardownReport:
-    """SIGTERM (+SIGCONT) -> until `kill_at` -> SIGKILL -> until nothing `find` reports is
-    alive and the leader and adopted zombies are reaped, or `deadline` passes.
+    `hang_up` (SIGHUP to the leader and the tty's foreground group, as a terminal closing
+    does: a shell then exits at once with its own status), then rounds of `scan` (the living
+    members, in a snapshot shared with every concurrent teardown), `signal` (SIGTERM and
+    SIGCONT, or SIGKILL once `kill_at` has passed), and `wait` (the next shared tick, or the
+    leader's exit), until `confirmed` (nothing alive, twice) or `deadline`.
 
     The times are absolute so that teardowns asked for at the same moment (a manager
     shutting down) send SIGKILL at the same moment, however long it took to start them all.
-
-    `groups` names process groups that are safe to signal right now (groups catch members
-    forked after the last scan); `leader` is the trio Process we hold, reaped by trio.
     """
-    seen: set[tuple[int, int]] = set()
-    signalled: dict[tuple[int, int], int] = {}
-    last_taken = last_done = -math.inf
-    leader_gone = trio.Event()
-    killed = 0
 
-    def alive_members(not_before: float) -> dict[int, ProcEntry] | None:
+    def __init__(
+        self,
+        find: Finder,
+        table: ProcessTable,
+        *,
+        kill_at: float,
+        deadline: float,
+        leader: trio.Process | None = None,
+        groups: Callable[[], Iterable[int]] = tuple,
+        hang_up: Callable[[], Iterable[int]] = tuple,
+        tags: Tags | None = None,
+    ) -> None:
+        """`groups` names the process groups that are safe to signal right now (groups
+        catch members forked after the last scan); `hang_up` the groups that get SIGHUP
+        first (the leader gets it too); `leader` is the trio Process we hold, reaped by
+        trio; `tags` the session's, under which its members' groups are remembered."""
+        self._find = find
+        self._table = table
+        self._kill_at = kill_at
+        self._deadline = deadline
+        self._leader = leader
+        self._groups = groups
+        self._hang_up_groups = hang_up
+        self._tags = tags
+        self._phase = signal.SIGTERM
+        self._hung_up = False
+        self._started = False
+        self._seen: set[tuple[int, int]] = set()
+        self._signalled: dict[tuple[int, int], int] = {}
+        self._killed = 0
+        self._last_taken = self._last_done = -math.inf
+        self._quiet_since: float | None = None
+        self._interval = _FIRST_TICK
+        self._leader_gone = trio.Event()
+        if leader is not None:
+            table.leaders.add(leader.pid)
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    async def run(self) -> TeardownReport:
+        assert not self._started, "a Teardown runs once"
+        self._started = True
+        survivors: dict[int, ProcEntry] | None = {}
+        with trio.move_on_at(self._deadline):
+            async with trio.open_nursery() as nursery:
+                if self._leader is not None:
+                    nursery.start_soon(self._watch_leader, self._leader)
+                self.hang_up()
+                # Any scan from the last moments will do to start: later rounds catch the rest.
+                survivors = self.scan(trio.current_time() - _FIRST_SCAN_MAX_AGE)
+                while not self.confirmed(survivors):
+                    self.signal(survivors or {})
+                    survivors = self.scan(await self.wait())
+                nursery.cancel_scope.cancel()
+        # A last pass for members that became our zombies since the last scan.
+        for pid, start_time in self._seen:
+            self._table.reap_member(pid, start_time)
+        if self._leader is not None and self._leader.returncode is not None:
+            self._table.leaders.discard(self._leader.pid)
+        groups = list(self._groups())
+        return TeardownReport(
+            signalled=len(self._signalled),
+            killed=self._killed,
+            survivors=sorted(survivors or {}),
+            blind=survivors is None,
+            unconfirmed=sorted(i for i in groups if self._table.active([i])),
+        )
+
+    def hang_up(self) -> None:
+        """SIGHUP (and SIGCONT) to the leader and SIGHUP to the groups given for it, then
+        SIGTERM and SIGCONT to the safe groups at once, before the first scan: with
+        hundreds of sessions stopping together, a flooding program otherwise keeps a core
+        busy until its teardown gets round to it. Once; `run` does it if nobody did."""
+        if self._hung_up:
+            return
+        self._hung_up = True
+        if self._leader_running():
+            assert self._leader is not None
+            self._leader.send_signal(signal.SIGHUP)
+            self._leader.send_signal(signal.SIGCONT)
+        for pgid in self._hang_up_groups():
+            signal_group(pgid, signal.SIGHUP)
+        for pgid in self._groups():
+            signal_group(pgid, signal.SIGTERM)
+            signal_group(pgid, signal.SIGCONT)
+
+    def scan(self, not_before: float) -> dict[int, ProcEntry] | None:
         """The living members in a snapshot taken since `not_before`; None when /proc
         cannot be read (out of descriptors): then only the groups can be signalled."""
         # Once SIGKILL is out, every round must see a new scan (deaths are quick).
-        throttle = current == signal.SIGTERM
+        throttle = self._phase == signal.SIGTERM
         try:
-            snapshot = table.snapshot(not_before=not_before, throttle=throttle)
-            members = find(snapshot)
+            snapshot = self._table.snapshot(not_before=not_before, throttle=throttle)
+            members = self._find(snapshot)
         except OSError as exc:
             if exc.errno not in OUT_OF_RESOURCES:
                 raise
             return None
         # Any member but the leader can only become our child by adoption.
-        others = [e for e in members.values() if leader is None or e.pid != leader.pid]
-        table.note_members(others)
-        seen.update((e.pid, e.start_time) for e in others)
-        table.reap_orphans(snapshot)
-        nonlocal last_taken, last_done
-        last_taken, last_done = snapshot.taken, snapshot.done
+        leader = self._leader.pid if self._leader is not None else None
+        others = [e for e in members.values() if e.pid != leader]
+        self._table.note_members(others, self._tags)
+        self._seen.update(e.key for e in others)
+        self._table.reap_orphans(snapshot)
+        self._last_taken, self._last_done = snapshot.taken, snapshot.done
         return {pid: e for pid, e in members.items() if not e.dead}
 
-    def leader_running() -> bool:
-        return leader is not None and leader.returncode is None
+    def confirmed(self, survivors: dict[int, ProcEntry] | None) -> bool:
+        """Nothing alive, in two scans. One snapshot is not atomic: a child forked just
+        before its parent died can be missing from a listing read before the fork, while
+        the parent's death shows in a stat line read later. So it takes a second scan whose
+        listing started after the first had finished (at a later tick, shared with every
+        teardown waiting at that tick). Or: blind, with SIGKILL sent and the leader reaped
+        (waiting would not show us more)."""
+        nothing_alive = survivors == {} and not self._leader_running()
+        if nothing_alive:
+            self._interval = _FIRST_TICK  # the end is near (or a pinned group is busy): look soon
+        quiet = nothing_alive and not self._table.active(self._groups())
+        if not quiet:
+            self._quiet_since = None
+            return (
+                survivors is None and self._phase == signal.SIGKILL and not self._leader_running()
+            )
+        if self._quiet_since is not None and self._last_taken >= self._quiet_since:
+            return True
+        if self._quiet_since is None:
+            self._quiet_since = self._last_done
+        return False
 
-    def send(members: dict[int, ProcEntry], sig: int) -> None:
-        reached = set(groups())
+    def signal(self, survivors: dict[int, ProcEntry]) -> None:
+        """SIGTERM and SIGCONT to the survivors and the safe groups; after `kill_at`,
+        SIGKILL (and to anything new in later rounds). A process a group signal reaches
+        gets no signal of its own (one syscall for the whole group)."""
+        if self._quiet_since is not None:
+            return  # nothing alive: this round only waits for the confirming scan
+        if self._phase == signal.SIGTERM and trio.current_time() >= self._kill_at:
+            self._phase, self._interval = signal.SIGKILL, _FIRST_TICK
+            self._killed = len(survivors)
+        sig = self._phase
+        reached = set(self._groups())
         for pgid in reached:
             signal_group(pgid, sig)
             if sig == signal.SIGTERM:
                 signal_group(pgid, signal.SIGCONT)
-        for entry in members.values():
-            if entry.pgid in reached:
-                continue  # the group signal reached it (one syscall for the whole group)
-            key = (entry.pid, entry.start_time)
-            if signalled.get(key) != sig:
-                signalled[key] = sig
-                signal_process(entry, sig)
-                if sig == signal.SIGTERM:
-                    signal_process(entry, signal.SIGCONT)
+        for entry in survivors.values():
+            if entry.pgid in reached or self._signalled.get(entry.key) == sig:
+                continue
+            self._signalled[entry.key] = sig
+            signal_process(entry, sig)
+            if sig == signal.SIGTERM:
+                signal_process(entry, signal.SIGCONT)
 
-    async def watch_leader(process: trio.Process) -> None:
+    async def wait(self) -> float:
+        """Sleep to the next multiple of the interval in trio time (doubling up to
+        _LAST_TICK), or to `kill_at` while it is ahead, and return how fresh the next
+        snapshot must be. Ticks are shared by every teardown, so those woken together share
+        one scan. When the leader exits, look again at the next millisecond tick rather than
+        at once, for the same reason."""
+        interval = self._interval
+        self._interval = min(interval * 2, _LAST_TICK)
+        fresh_since = trio.current_time()  # if the grace ends first: a newer scan
+        wake = trio.Event() if self._leader_gone.is_set() else self._leader_gone
+        with trio.move_on_at(self._kill_at if self._phase == signal.SIGTERM else math.inf):
+            tick = _grid(interval)
+            with trio.move_on_at(tick):
+                await wake.wait()
+                tick = _grid(_FIRST_TICK)
+                await trio.sleep_until(tick)
+            fresh_since = tick
+        return fresh_since
+
+    def _leader_running(self) -> bool:
+        return self._leader is not None and self._leader.returncode is None
+
+    async def _watch_leader(self, process: trio.Process) -> None:
         await process.wait()
-        leader_gone.set()
-
-    survivors: dict[int, ProcEntry] | None = {}
-    current = signal.SIGTERM
-    with trio.move_on_at(deadline):
-        async with trio.open_nursery() as nursery:
-            if leader is not None:
-                nursery.start_soon(watch_leader, leader)
-            # Any scan from the last moments will do to start: later rounds catch the rest.
-            survivors = alive_members(trio.current_time() - _FIRST_SCAN_MAX_AGE)
-            interval = _FIRST_TICK
-            quiet_since: float | None = None  # when a scan first showed nothing alive
-            while True:
-                if survivors == {} and not leader_running():
-                    # Nothing alive. One snapshot is not atomic, though: a child forked just
-                    # before its parent died can be missing from a listing read before the
-                    # fork, while the parent's death shows in a stat line read later. So it
-                    # takes a second scan whose listing started after the first had finished
-                    # (at a later tick, shared with every teardown waiting at that tick).
-                    if quiet_since is not None and last_taken >= quiet_since:
-                        break
-                    if quiet_since is None:
-                        quiet_since = last_done
-                    interval = _FIRST_TICK
-                else:
-                    quiet_since = None
-                    if survivors is None and current == signal.SIGKILL and not leader_running():
-                        # Blind (no descriptor to read /proc with): the groups have had
-                        # SIGKILL and the leader is reaped; waiting would not show us more.
-                        break
-                    if current == signal.SIGTERM and trio.current_time() >= kill_at:
-                        current, interval = signal.SIGKILL, _FIRST_TICK
-                        killed = len(survivors or {})
-                    send(survivors or {}, current)
-                wake = trio.Event() if leader_gone.is_set() else leader_gone
-                fresh_since = trio.current_time()  # if the grace ends first: a newer scan
-                with trio.move_on_at(kill_at if current == signal.SIGTERM else math.inf):
-                    fresh_since = await _next_tick(interval, wake)
-                interval = min(interval * 2, _LAST_TICK)
-                survivors = alive_members(fresh_since)
-            nursery.cancel_scope.cancel()
-    # A last pass for members that became our zombies since the last scan.
-    for pid, start_time in seen:
-        table.reap_member(pid, start_time)
-    return TeardownReport(
-        signalled=len(signalled),
-        killed=killed,
-        survivors=sorted(survivors or {}),
-        blind=survivors is None,
-    )
+        self._leader_gone.set()

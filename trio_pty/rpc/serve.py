@@ -46,6 +46,7 @@ class ServeSettings:
     root: str | None = None
     authorizer: RulesAuthorizer | None = None
     token_generated: bool = False  # then the URLs printed carry it
+    state_dir: str | None = None  # sessions recorded for reaping after a crash (docs/guarantees.md)
 
 
 class ShutdownTrigger(Protocol):
@@ -131,6 +132,7 @@ async def serve(
             env_deny=options.env_deny,
             root=settings.root,
             authorizer=settings.authorizer,
+            state_dir=settings.state_dir,
         ) as manager:
             server: RpcServer = await root_nursery.start(partial(RpcServer(manager, options).run))
             shutdown.server = server

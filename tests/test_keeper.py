@@ -1,0 +1,414 @@
+"""The crash guard: when the process holding a manager dies without closing it, nothing its
+sessions started outlives it (posix/keeper.py, guard.py).
+
+The manager runs in a child Python process (an embedding trio program) or in `trio-pty
+serve`, which dies by `os._exit`, SIGTERM (Python's default action) or SIGKILL; what it
+started must be gone within grace + 1 s of its death. Each session is the issue's
+`trap '' HUP TERM; sleep & nohup sleep & setsid sleep & (setsid sh -c 'sleep & sleep' &)`.
+Processes are found by their manager tag, wherever they went; what a failing test leaves is
+ended by pid after a start-time check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+
+import trio_pty
+from trio_pty import Limits
+from trio_pty.posix import keeper, proc
+
+from . import leaks
+from .helpers import poll_until
+from .rpc_support import start_server
+
+GRACE = 0.5
+BOUND = GRACE + 1.0  # the issue's bound: gone within grace + 1 s of the manager's death
+
+STUBBORN = (
+    "trap '' HUP TERM; sleep 1000 & nohup sleep 1000 >/dev/null 2>&1 & setsid sleep 1000 & "
+    "(setsid sh -c 'sleep 1000 & sleep 1000' &); echo ready; sleep 1000"
+)
+AT_LEAST = 18  # processes of three such sessions, as the issue counted them
+
+EMBEDDER = """\
+import os, signal, subprocess, sys
+import trio, trio_pty
+from trio_pty import Limits, Wait
+
+how, state_dir, script, grace = sys.argv[1], sys.argv[2] or None, sys.argv[3], sys.argv[4]
+
+async def main():
+    limits = Limits(terminate_grace=float(grace), max_sessions=64, max_sessions_per_owner=64)
+    async with trio_pty.open_manager(limits, state_dir=state_dir) as manager:
+        print(manager.id, flush=True)
+        if how == "burst":
+            started = []
+            async def one():
+                await manager.spawn("bash", ["-c", script], description="burst")
+                started.append(1)
+            async with trio.open_nursery() as nursery:
+                for _ in range(24):
+                    nursery.start_soon(one)
+                while len(started) < 6:
+                    await trio.sleep(0.001)
+                os.kill(os.getpid(), signal.SIGKILL)  # with 18 spawns in flight
+        for _ in range(3):
+            ready = Wait(pattern="ready")
+            await manager.spawn("bash", ["-c", script], description="s", ready=ready)
+        # Not a session: the program's own child, which no teardown may touch.
+        bystander = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+        print("READY", bystander.pid, flush=True)
+        if how == "exit":
+            os._exit(3)
+        if how == "term":
+            os.kill(os.getpid(), signal.SIGTERM)  # no handler: Python's default action
+        await trio.sleep(1000)  # until the test kills it
+
+trio.run(main)
+"""
+
+
+# README's recipe ("Stopped by SIGTERM"), with an application that starts sessions.
+RECIPE = """\
+import signal, sys
+import trio, trio_pty
+from trio_pty import Limits, Wait
+
+async def your_application(manager):
+    for _ in range(3):
+        ready = Wait(pattern="ready")
+        await manager.spawn("bash", ["-c", sys.argv[1]], description="s", ready=ready)
+    print("READY", flush=True)
+    await trio.sleep_forever()
+
+async def main():
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio_pty.open_manager(Limits(terminate_grace=float(sys.argv[2]))) as manager:
+            print(manager.id, flush=True)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(your_application, manager)
+                async for _ in signals:  # the first SIGTERM or Ctrl-C
+                    break
+                nursery.cancel_scope.cancel()  # stop the application first
+        # leaving open_manager tore every session down, bounded by close_timeout
+    print("CLOSED", flush=True)
+
+trio.run(main)
+"""
+
+
+def _alive(manager_id: str) -> list[proc.ProcEntry]:
+    """Living processes carrying this manager's tag, wherever they are."""
+    return proc.scan({}).with_tags_of(manager_id)
+
+
+def _keepers(manager_id: str) -> list[proc.ProcEntry]:
+    """Living keepers of this manager."""
+    return [e for e in proc.scan({}).entries.values() if leaks.keeper_of(e) == manager_id]
+
+
+def _end(entries: list[proc.ProcEntry]) -> None:
+    """SIGKILL each through a pidfd after a start-time check (cleanup, and the test's own
+    kills of a keeper)."""
+    for entry in entries:
+        proc.signal_process(entry, signal.SIGKILL)
+
+
+async def _line(process: subprocess.Popen[bytes], timeout: float = 20) -> str:
+    assert process.stdout is not None
+    with trio.fail_after(timeout):
+        line = await trio.to_thread.run_sync(process.stdout.readline, abandon_on_cancel=True)
+    assert line, "the embedder ended before printing"
+    return line.decode().strip()
+
+
+async def _died(process: subprocess.Popen[bytes], timeout: float = 20) -> float:
+    """Wait for the process to end (bounded); when it was seen ended, in trio time."""
+    with trio.fail_after(timeout):
+        while process.poll() is None:  # noqa: ASYNC110 - another process, no event to wait on
+            await trio.sleep(0.005)
+    return trio.current_time()
+
+
+@asynccontextmanager
+async def _embedder(
+    tmp_path: Path, how: str, *, state_dir: Path | None = None
+) -> AsyncIterator[tuple[subprocess.Popen[bytes], str]]:
+    """A trio program embedding a manager (see EMBEDDER, or RECIPE for "recipe"), and its
+    manager's id. Whatever of it is still alive at the end is ended by pid."""
+    command = [sys.executable, "-c", EMBEDDER, how, str(state_dir or ""), STUBBORN, str(GRACE)]
+    if how == "recipe":
+        command = [sys.executable, "-c", RECIPE, STUBBORN, str(GRACE)]
+    with open(tmp_path / f"embedder-{how}.err", "wb") as stderr:  # noqa: ASYNC230
+        process = subprocess.Popen(  # noqa: ASYNC220 - its pipe is read line by line
+            command,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            stdin=subprocess.DEVNULL,
+        )
+    manager_id = ""
+    try:
+        manager_id = await _line(process)
+        yield process, manager_id
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+        assert process.stdout is not None
+        process.stdout.close()
+        if manager_id:
+            _end(_alive(manager_id) + _keepers(manager_id))
+
+
+async def _all_gone_within(manager_id: str, died_at: float, bound: float) -> None:
+    """Nothing of this manager alive within `bound` of its death, and its keeper gone too."""
+    await poll_until(lambda: not _alive(manager_id), timeout=bound)
+    assert trio.current_time() - died_at <= bound
+    await poll_until(lambda: not _keepers(manager_id), timeout=5)
+
+
+@pytest.mark.parametrize("how", ["exit", "term", "kill"])
+async def test_an_embedding_program_that_dies_leaves_nothing(tmp_path: Path, how: str) -> None:
+    """os._exit(3), SIGTERM (no handler) or SIGKILL: no code of the manager runs, the keeper
+    sees its pidfd and tears the sessions down as the manager would have; the program's own
+    child, which is no session's, lives on."""
+    with trio.fail_after(40):
+        async with _embedder(tmp_path, how) as (process, manager_id):
+            bystander = proc.read_stat(int((await _line(process)).split()[1]))
+            assert bystander is not None
+            await poll_until(lambda: len(_alive(manager_id)) >= AT_LEAST)
+            assert len(_keepers(manager_id)) == 1
+            if how == "kill":
+                process.send_signal(signal.SIGKILL)
+            died_at = await _died(process)
+            expected = {"exit": 3, "term": -signal.SIGTERM, "kill": -signal.SIGKILL}[how]
+            assert process.returncode == expected
+            try:
+                await _all_gone_within(manager_id, died_at, BOUND)
+                still = proc.read_stat(bystander.pid)
+                assert still is not None and still.key == bystander.key and not still.dead
+            finally:
+                _end([bystander])
+
+
+async def test_the_sigterm_recipe_is_a_normal_shutdown(tmp_path: Path) -> None:
+    """README's recipe: SIGTERM cancels the application and closes the manager, which tears
+    everything down itself (exit 0); the keeper has nothing to do and goes."""
+    with trio.fail_after(40):
+        async with _embedder(tmp_path, "recipe") as (process, manager_id):
+            assert await _line(process) == "READY"
+            await poll_until(lambda: len(_alive(manager_id)) >= AT_LEAST)
+            process.send_signal(signal.SIGTERM)
+            assert await _line(process) == "CLOSED"
+            assert _alive(manager_id) == []
+            await _died(process)
+            assert process.returncode == 0
+            await poll_until(lambda: not _keepers(manager_id))
+    assert "keeper" not in (tmp_path / "embedder-recipe.err").read_text()
+
+
+async def test_sigkill_during_a_spawn_burst_leaves_nothing(tmp_path: Path) -> None:
+    """Killed with 18 spawns in flight: sessions the keeper never heard of (started, not yet
+    registered) are found by their tags."""
+    with trio.fail_after(40):
+        async with _embedder(tmp_path, "burst") as (process, manager_id):
+            died_at = await _died(process)
+            assert process.returncode == -signal.SIGKILL
+            await _all_gone_within(manager_id, died_at, BOUND)
+
+
+async def test_a_killed_keeper_is_replaced_and_the_replacement_guards(tmp_path: Path) -> None:
+    with trio.fail_after(40):
+        async with _embedder(tmp_path, "stay") as (process, manager_id):
+            assert (await _line(process)).startswith("READY")
+            (first,) = _keepers(manager_id)
+            await trio.sleep(1.1)  # a keeper that dies within a second is not replaced
+            _end([first])
+            await poll_until(lambda: [e.pid for e in _keepers(manager_id)] not in ([], [first.pid]))
+            process.send_signal(signal.SIGKILL)
+            died_at = await _died(process)
+            await _all_gone_within(manager_id, died_at, BOUND)
+
+
+async def test_no_keeper_is_left_after_a_normal_close() -> None:
+    with trio.fail_after(20):
+        fds = leaks.open_fds()
+        async with trio_pty.open_manager(Limits(terminate_grace=GRACE)) as manager:
+            (guard,) = _keepers(manager.id)
+            assert guard.ppid == os.getpid() and guard.sid == guard.pid  # its own session
+            await manager.spawn("sleep", ["100"], description="s")
+        assert proc.read_stat(guard.pid) is None  # gone and reaped
+        assert leaks.open_fds() == fds
+
+
+# ------------------------------------------------------------------ the state directory
+
+
+async def test_a_restart_on_the_state_dir_ends_what_a_killed_manager_and_keeper_left(
+    tmp_path: Path,
+) -> None:
+    """The keeper is SIGKILLed with the manager, so nothing runs the teardown; the next
+    manager on the same state directory does, before `open_manager` returns."""
+    state = tmp_path / "state"
+    with trio.fail_after(40):
+        async with _embedder(tmp_path, "stay", state_dir=state) as (process, manager_id):
+            assert (await _line(process)).startswith("READY")
+            records = sorted(p.name for p in (state / manager_id).iterdir())
+            assert len(records) == 4 and "manager.json" in records
+            await poll_until(lambda: len(_alive(manager_id)) >= AT_LEAST)
+            left = {e.key for e in _alive(manager_id)}
+            _end(_keepers(manager_id))
+            process.send_signal(signal.SIGKILL)
+            await _died(process)
+            await poll_until(lambda: not _keepers(manager_id))
+            await trio.sleep(GRACE + 0.5)  # nothing ends them by itself
+            assert left <= {e.key for e in _alive(manager_id)}
+            async with trio_pty.open_manager(Limits(terminate_grace=GRACE), state_dir=state):
+                assert _alive(manager_id) == []
+                assert not (state / manager_id).exists()
+        assert list(state.iterdir()) == []
+
+
+async def test_a_record_naming_a_process_we_did_not_start_is_left_alone(tmp_path: Path) -> None:
+    """A recycled pid: the records of a dead manager name a live process that is not ours
+    (same pid, another start time), as its manager and as a session leader, with its group
+    and session; and a record of another boot names it with its real start time. It lives
+    on; the records go."""
+    state = tmp_path / "state"
+    bystander = subprocess.Popen(["sleep", "100"], start_new_session=True)  # noqa: ASYNC220
+    try:
+        entry = proc.read_stat(bystander.pid)
+        assert entry is not None
+        for name, boot, start in [
+            ("0123456789abcdef", keeper.boot_id(), entry.start_time + 1),
+            ("fedcba9876543210", "another-boot", entry.start_time),
+        ]:
+            folder = state / name
+            folder.mkdir(parents=True, mode=0o700)
+            state.chmod(0o700)
+            record = {"manager": name, "pid": bystander.pid, "start_time": start, "boot_id": boot}
+            (folder / "manager.json").write_text(json.dumps(record))
+            session = keeper.Leader(
+                "pty_1", "o", bystander.pid, start, bystander.pid, bystander.pid
+            )
+            (folder / "pty_1.session.json").write_text(json.dumps(session.to_json()))
+        with trio.fail_after(20):
+            async with trio_pty.open_manager(Limits(terminate_grace=GRACE), state_dir=state):
+                pass
+        current = proc.read_stat(bystander.pid)
+        assert current is not None and current.key == entry.key and not current.dead
+        assert list(state.iterdir()) == []
+    finally:
+        bystander.kill()
+        bystander.wait(5)
+
+
+async def test_a_live_manager_on_the_same_state_dir_is_left_alone(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with trio.fail_after(20):
+        async with trio_pty.open_manager(Limits(terminate_grace=GRACE), state_dir=state) as first:
+            info = await first.spawn("sleep", ["100"], description="first's")
+            async with trio_pty.open_manager(Limits(terminate_grace=GRACE), state_dir=state):
+                assert first.get(info.id).status == "running"
+                assert len(list(state.iterdir())) == 2
+            assert first.get(info.id).status == "running"
+
+
+async def test_a_state_dir_others_can_write_to_is_refused(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o777)
+    state.chmod(0o777)
+    with pytest.raises(PermissionError, match="not be writable by group or others"):
+        async with trio_pty.open_manager(state_dir=state):
+            pass
+
+
+# ------------------------------------------------------------------ trio-pty serve
+
+
+async def test_trio_pty_serve_killed_by_sigkill_leaves_nothing(tmp_path: Path) -> None:
+    from trio_pty.rpc.client import connect
+    from trio_pty.wire.methods import SpawnParams
+
+    server = start_server(tmp_path)  # terminate_grace 0.3 in its config
+    manager_id = ""
+    try:
+        with trio.fail_after(40):
+            async with connect(server.url, server.token) as client:
+                for _ in range(3):
+                    info = await client.request(
+                        SpawnParams(command="bash", args=["-c", STUBBORN], description="stubborn")
+                    )
+                tags = proc.read_tags(info.pid)
+                assert tags is not None
+                manager_id = tags[0]
+                await poll_until(lambda: len(_alive(manager_id)) >= AT_LEAST)
+                server.proc.send_signal(signal.SIGKILL)
+                died_at = await _died(server.proc)
+            await _all_gone_within(manager_id, died_at, 0.3 + 1.0)
+    finally:
+        server.stop()
+        if manager_id:
+            _end(_alive(manager_id) + _keepers(manager_id))
+
+
+async def test_trio_pty_serve_restarted_on_its_state_dir_ends_what_it_left(tmp_path: Path) -> None:
+    """`trio-pty serve --state-dir` SIGKILLed together with its keeper; the next one on the
+    same directory ends what it left before it prints its URL, and logs one line."""
+    from trio_pty.rpc.client import connect
+    from trio_pty.wire.methods import SpawnParams
+
+    state = tmp_path / "state"
+    first = start_server(tmp_path, "--state-dir", str(state))
+    manager_id = ""
+    try:
+        with trio.fail_after(40):
+            async with connect(first.url, first.token) as client:
+                for _ in range(3):
+                    info = await client.request(
+                        SpawnParams(command="bash", args=["-c", STUBBORN], description="stubborn")
+                    )
+            tags = proc.read_tags(info.pid)
+            assert tags is not None
+            manager_id = tags[0]
+            await poll_until(lambda: len(_alive(manager_id)) >= AT_LEAST)
+            _end(_keepers(manager_id))
+            first.proc.send_signal(signal.SIGKILL)
+            await _died(first.proc)
+            await poll_until(lambda: not _keepers(manager_id))
+            assert len(_alive(manager_id)) >= AT_LEAST  # nothing else ends them
+            second = start_server(tmp_path, "--state-dir", str(state))  # returns at its URL
+            try:
+                assert _alive(manager_id) == []
+            finally:
+                second.stop()
+            assert "1 dead managers left 3 sessions" in second.stderr()
+    finally:
+        first.stop()
+        if manager_id:
+            _end(_alive(manager_id) + _keepers(manager_id))
+
+
+def test_trio_pty_serve_refuses_a_state_dir_others_can_write_to(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    state.chmod(0o777)
+    done = subprocess.run(
+        [sys.executable, "-m", "trio_pty", "serve", "--port", "0", "--state-dir", str(state)],
+        capture_output=True,
+        timeout=20,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2, done
+    assert b"not be writable by group or others" in done.stderr
+    assert done.stdout == b""

@@ -1,0 +1,503 @@
+"""The crash guard: what ends a manager's sessions when the manager's process cannot.
+
+A manager tears its sessions down itself when it closes, is cancelled, or its process gets
+SIGTERM in `trio-pty serve`. When the process dies without running that code (SIGKILL, the
+OOM killer, `os._exit`, a segfault, Python's default action on SIGTERM in an embedding
+program), two things take over:
+
+- **The keeper**: one small process per manager (this module, run by `python -S` without
+  the rest of the package: ~20 ms to start, ~10 MB), in its own session so that signals
+  meant for the manager's terminal or process group do not reach it. The manager tells it
+  over a pipe which sessions start and end; once a normal close has torn every session
+  down, the manager ends the keeper (it is the manager's child) before it ever acts. When
+  the manager's process is gone instead (its pidfd becomes readable, or the pipe reaches
+  EOF), the keeper runs the teardown from the outside (`tear_down`) and exits once
+  everything is gone.
+- **The state directory** (`open_manager(state_dir=...)`, `trio-pty serve --state-dir`):
+  the manager records each live session in a file there and removes it at the end of the
+  session's teardown. A manager started on the same directory tears down whatever a dead
+  predecessor (and its keeper, if that was killed too) left running, before it returns.
+
+From the outside nothing is a child of ours, so nothing is held unreaped: whose a process is
+comes from its tags (`TRIO_PTY_MANAGER`, inherited through every fork and exec that keeps
+the environment), from the recorded leaders (pid *and* start time: a recycled pid has a
+later start time), their sessions, foreground groups and descendants. Individual processes
+are signalled through pidfds after a start-time check; a process group only right after a
+fresh look at a living member of ours in it (a group id is reused only once the group is
+empty and the pid allocator has wrapped around `pid_max`, which takes far longer than the
+microseconds in between).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import stat
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Final, NamedTuple
+
+from . import proc
+
+_FIRST_TICK: Final = 0.001
+_LAST_TICK: Final = 0.064
+_SCAN_DUTY: Final = 2  # after a scan, wait twice its cost before the next one
+_MANAGER_FILE: Final = "manager.json"
+_SESSION_SUFFIX: Final = ".session.json"
+
+# Runs the keeper without importing the package's __init__ (trio, cattrs, ...) and without
+# site-packages: empty package modules pointing at the source directories stand in.
+_BOOTSTRAP: Final = """\
+import sys, types
+root = sys.argv[1]
+for name in ("trio_pty", "trio_pty.posix"):
+    module = types.ModuleType(name)
+    module.__path__ = [root + "/" + name.replace(".", "/")]
+    sys.modules[name] = module
+from trio_pty.posix.keeper import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+class Leader(NamedTuple):
+    """A session as the keeper and the state directory know it: its leader is a session
+    and group leader (setsid), so `pgid` and `sid` equal `pid`; they are kept for readers
+    of the state files."""
+
+    session: str
+    owner: str
+    pid: int
+    start_time: int
+    pgid: int
+    sid: int
+
+    def to_json(self) -> dict[str, object]:
+        return self._asdict()
+
+    @classmethod
+    def from_json(cls, value: object) -> Leader:
+        if not isinstance(value, dict):
+            raise ValueError("a session record is an object")
+        session, owner = value.get("session"), value.get("owner")
+        numbers = [value.get(name) for name in ("pid", "start_time", "pgid", "sid")]
+        if not (isinstance(session, str) and isinstance(owner, str)):
+            raise ValueError("session and owner must be strings")
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n > 1 for n in numbers):
+            raise ValueError("pid, start_time, pgid and sid must be integers above 1")
+        pid, start_time, pgid, sid = (int(n) for n in numbers)  # type: ignore[arg-type]
+        return cls(session, owner, pid, start_time, pgid, sid)
+
+
+def leader_of(session: str, owner: str, pid: int) -> Leader | None:
+    """The record of a session whose leader was just started (and is not reaped yet, so
+    its pid still names it); None if it cannot be read."""
+    entry = proc.read_stat(pid)
+    if entry is None:
+        return None
+    return Leader(session, owner, pid, entry.start_time, entry.pgid, entry.sid)
+
+
+# ------------------------------------------------------------------------ teardown from outside
+
+
+class Outcome(NamedTuple):
+    processes: int
+    """Distinct processes found alive at some point."""
+    survivors: list[int]
+    """Still alive at the deadline."""
+
+
+def tear_down(
+    manager_ids: Iterable[str],
+    leaders: Iterable[Leader],
+    *,
+    grace: float,
+    close_timeout: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Outcome:
+    """Hang up, SIGTERM (+SIGCONT), wait `grace`, SIGKILL, until nothing of these managers
+    is alive in two scans (the second listed after the first finished), or `close_timeout`
+    has passed: the manager's own sequence, run by an outsider (nothing is our child)."""
+    start = clock()
+    kill_at, deadline = start + grace, start + close_timeout
+    finder = _Finder(frozenset(manager_ids), list(leaders))
+    cache: proc.TagCache = {}
+    phase = signal.SIGTERM
+    signalled: dict[tuple[int, int], int] = {}
+    found: set[tuple[int, int]] = set()
+    quiet_since: float | None = None
+    interval, ready_again = _FIRST_TICK, -float("inf")
+    alive: dict[int, proc.ProcEntry] = {}
+    first = True
+    while True:
+        now = clock()
+        if now < ready_again and phase == signal.SIGTERM:
+            sleep(ready_again - now)  # scans throttled by their own cost during the grace
+        taken = clock()
+        snapshot = proc.scan(cache)
+        done = clock()
+        ready_again = done + _SCAN_DUTY * (done - taken)
+        live = {e.key for e in snapshot.entries.values()}
+        for key in [key for key in cache if key not in live]:
+            del cache[key]  # in place: the snapshot reads and fills this very cache
+        alive = {p: e for p, e in finder.members(snapshot).items() if not e.dead}
+        found.update(e.key for e in alive.values())
+        if first:
+            first = False
+            finder.hang_up(snapshot)
+        if not alive:
+            if quiet_since is not None and taken >= quiet_since:
+                break
+            quiet_since = done if quiet_since is None else quiet_since
+            interval = _FIRST_TICK
+        else:
+            quiet_since = None
+            if phase == signal.SIGTERM and clock() >= kill_at:
+                phase, interval = signal.SIGKILL, _FIRST_TICK
+            _send(alive, phase, signalled)
+        now = clock()
+        if now >= deadline:
+            break
+        wake = (now // interval + 1) * interval
+        if phase == signal.SIGTERM:
+            wake = min(wake, kill_at)
+        sleep(max(0.0, min(wake, deadline) - now))
+        interval = min(interval * 2, _LAST_TICK)
+    return Outcome(processes=len(found), survivors=sorted(alive) if quiet_since is None else [])
+
+
+class _Finder:
+    """Which processes are ours, seen from outside."""
+
+    def __init__(self, manager_ids: frozenset[str], leaders: list[Leader]) -> None:
+        self._manager_ids = manager_ids
+        self._leaders = leaders
+
+    def _live_leaders(self, snapshot: proc.Snapshot) -> list[proc.ProcEntry]:
+        """The recorded leaders whose pid still names them (a zombie counts: it holds its
+        session and group ids)."""
+        found = []
+        for leader in self._leaders:
+            entry = snapshot.entries.get(leader.pid)
+            if entry is not None and entry.start_time == leader.start_time:
+                found.append(entry)
+        return found
+
+    def members(self, snapshot: proc.Snapshot) -> dict[int, proc.ProcEntry]:
+        seeds: set[int] = set()
+        for leader in self._live_leaders(snapshot):
+            seeds.add(leader.pid)
+            seeds.update(snapshot.by_sid.get(leader.pid, ()))
+            seeds.update(snapshot.by_pgid.get(leader.pid, ()))
+        for manager_id in self._manager_ids:
+            seeds.update(e.pid for e in snapshot.with_tags_of(manager_id))
+        return snapshot.descendants(seeds)
+
+    def hang_up(self, snapshot: proc.Snapshot) -> None:
+        """SIGHUP and SIGCONT to each living leader, SIGHUP to its tty's foreground group
+        (which lives in the leader's session, so it is ours while the leader lives)."""
+        for leader in self._live_leaders(snapshot):
+            if leader.dead:
+                continue
+            proc.signal_process(leader, signal.SIGHUP)
+            proc.signal_process(leader, signal.SIGCONT)
+            current = proc.read_stat(leader.pid)
+            if current is not None and current.key == leader.key and current.tpgid > 1:
+                proc.signal_group(current.tpgid, signal.SIGHUP)
+
+
+def _send(
+    alive: Mapping[int, proc.ProcEntry], sig: int, signalled: dict[tuple[int, int], int]
+) -> None:
+    """Signal each group of a living member once, right after a fresh look at that member;
+    then each member its group signal may have missed, through a pidfd."""
+    reached: set[int] = set()
+    for entry in alive.values():
+        if entry.pgid in reached:
+            continue
+        current = proc.read_stat(entry.pid)
+        if current is None or current.key != entry.key or current.dead:
+            continue
+        reached.add(current.pgid)
+        proc.signal_group(current.pgid, sig)
+        if sig == signal.SIGTERM:
+            proc.signal_group(current.pgid, signal.SIGCONT)
+    for entry in alive.values():
+        if entry.pgid in reached or signalled.get(entry.key) == sig:
+            continue
+        signalled[entry.key] = sig
+        proc.signal_process(entry, sig)
+        if sig == signal.SIGTERM:
+            proc.signal_process(entry, signal.SIGCONT)
+
+
+# ------------------------------------------------------------------------ the state directory
+
+
+def boot_id() -> str:
+    """Changes at every boot: pids and start times of another boot mean nothing."""
+    with open("/proc/sys/kernel/random/boot_id") as handle:
+        return handle.read().strip()
+
+
+class StateDir:
+    """A manager's records in a state directory: `DIR/<manager id>/manager.json` and one
+    `<session id>.session.json` per live session.
+
+    Records survive the manager's process (they are plain files; no fsync: after a crash
+    of the machine nothing they name is running any more, and the boot id says so). The
+    directory must be ours and not writable by anyone else: a record makes the next manager
+    end the processes it names.
+    """
+
+    def __init__(self, root: str, manager_id: str) -> None:
+        self.root = root
+        self.path = os.path.join(root, manager_id)
+        prepare(root)
+        os.mkdir(self.path, 0o700)
+        me = proc.read_stat(os.getpid())
+        _write_json(
+            os.path.join(self.path, _MANAGER_FILE),
+            {
+                "manager": manager_id,
+                "pid": os.getpid(),
+                "start_time": me.start_time if me is not None else 0,
+                "boot_id": boot_id(),
+            },
+        )
+
+    def record(self, leader: Leader) -> None:
+        _write_json(os.path.join(self.path, leader.session + _SESSION_SUFFIX), leader.to_json())
+
+    def forget(self, session_id: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(self.path, session_id + _SESSION_SUFFIX))
+
+    def close(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def prepare(root: str) -> None:
+    """Create the state directory (private) if needed, and check it is private."""
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    check_private(root)
+
+
+def check_private(path: str) -> None:
+    """Refuse a directory that another user owns or may write to."""
+    info = os.stat(path, follow_symlinks=False)
+    if not stat.S_ISDIR(info.st_mode):
+        raise PermissionError(f"state directory {path} is not a directory")
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise PermissionError(
+            f"state directory {path} must belong to uid {os.getuid()} and not be writable "
+            "by group or others"
+        )
+
+
+class Predecessors(NamedTuple):
+    managers: int
+    sessions: int
+    outcome: Outcome
+
+
+def reap_predecessors(root: str, *, grace: float, close_timeout: float) -> Predecessors:
+    """End what dead managers recorded in `root` left running, then remove their records.
+    A manager whose process still runs (same pid and start time) is left alone; records of
+    another boot are removed without ending anything."""
+    prepare(root)
+    current_boot = boot_id()
+    dead: list[str] = []
+    manager_ids: list[str] = []
+    leaders: list[Leader] = []
+    for name in sorted(os.listdir(root)):
+        path = os.path.join(root, name)
+        if not os.path.isdir(path) or os.path.islink(path):
+            continue
+        record = _read_json(os.path.join(path, _MANAGER_FILE))
+        if not isinstance(record, dict):
+            continue  # being written, or not ours: leave it
+        if record.get("boot_id") != current_boot:
+            dead.append(path)
+            continue
+        pid, start_time = record.get("pid"), record.get("start_time")
+        entry = proc.read_stat(pid) if isinstance(pid, int) and pid > 1 else None
+        if entry is not None and entry.start_time == start_time and not entry.dead:
+            continue  # a live manager
+        dead.append(path)
+        manager_ids.append(str(record.get("manager", name)))
+        for file in os.listdir(path):
+            if file.endswith(_SESSION_SUFFIX):
+                with contextlib.suppress(ValueError):
+                    leaders.append(Leader.from_json(_read_json(os.path.join(path, file))))
+    outcome = Outcome(0, [])
+    if manager_ids:
+        outcome = tear_down(manager_ids, leaders, grace=grace, close_timeout=close_timeout)
+    for path in dead:
+        shutil.rmtree(path, ignore_errors=True)
+    return Predecessors(len(manager_ids), len(leaders), outcome)
+
+
+def _write_json(path: str, value: object) -> None:
+    """Whole or not at all: a reader never sees half a record."""
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w", opener=lambda p, f: os.open(p, f, 0o600)) as handle:
+        json.dump(value, handle)
+    os.replace(temporary, path)
+
+
+def _read_json(path: str) -> object:
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+# ------------------------------------------------------------------------ the manager's end
+
+
+def command(
+    manager_id: str,
+    *,
+    grace: float,
+    close_timeout: float,
+    state_dir: str | None,
+) -> list[str]:
+    """The keeper's command line: the same interpreter, without site-packages."""
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    me = proc.read_stat(os.getpid())
+    args = [
+        manager_id,
+        str(os.getpid()),
+        str(me.start_time if me is not None else 0),
+        repr(grace),
+        repr(close_timeout),
+        *([state_dir] if state_dir is not None else []),
+    ]
+    return [sys.executable, "-S", "-E", "-s", "-c", _BOOTSTRAP, package_root, *args]
+
+
+def environment(manager_id: str) -> dict[str, str]:
+    """The keeper's whole environment: its tag, nothing the sessions carry."""
+    return {proc.TAG_KEEPER: manager_id}
+
+
+class Link:
+    """The manager's end of the pipe: one JSON line per session started or ended. Writes
+    never block the event loop: what the pipe cannot take now waits in `_backlog` for the
+    next write (the keeper reads at once unless it is stopped)."""
+
+    def __init__(self, fd: int) -> None:
+        os.set_blocking(fd, False)
+        self._fd = fd
+        self._backlog = b""
+        self.broken = False
+
+    def started(self, leader: Leader) -> None:
+        self._send(json.dumps({"started": leader.to_json()}).encode() + b"\n")
+
+    def ended(self, session_id: str) -> None:
+        self._send(json.dumps({"ended": session_id}).encode() + b"\n")
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _send(self, line: bytes) -> None:
+        if self.broken or self._fd < 0:
+            return
+        data = self._backlog + line
+        try:
+            written = os.write(self._fd, data)
+        except BlockingIOError:
+            written = 0
+        except OSError:  # the keeper is gone (EPIPE): the manager starts another
+            self.broken = True
+            return
+        self._backlog = data[written:]
+
+
+# ------------------------------------------------------------------------ the keeper process
+
+
+def main(argv: Sequence[str]) -> int:
+    """`python -S -c BOOTSTRAP ROOT MANAGER_ID PID START_TIME GRACE CLOSE_TIMEOUT [STATE]`,
+    with the pipe from the manager as stdin."""
+    manager_id, pid, start_time = argv[0], int(argv[1]), int(argv[2])
+    grace, close_timeout = float(argv[3]), float(argv[4])
+    state_dir = argv[5] if len(argv) > 5 else None
+    leaders: dict[str, Leader] = {}
+    _follow(pid, start_time, leaders)
+    _log(f"manager {manager_id} (pid {pid}) died; tearing down {len(leaders)} sessions")
+    began = time.monotonic()
+    outcome = tear_down([manager_id], leaders.values(), grace=grace, close_timeout=close_timeout)
+    if state_dir is not None and not outcome.survivors:
+        shutil.rmtree(os.path.join(state_dir, manager_id), ignore_errors=True)
+    _log(
+        f"manager {manager_id}: {outcome.processes} processes ended in "
+        f"{time.monotonic() - began:.2f} s"
+        + (f"; still alive: {outcome.survivors}" if outcome.survivors else "")
+    )
+    return 1 if outcome.survivors else 0
+
+
+def _follow(pid: int, start_time: int, leaders: dict[str, Leader]) -> None:
+    """Follow the manager's messages until its process is gone. (A normal close never gets
+    here: the manager ends its keeper once every session is gone.)"""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return
+    entry = proc.read_stat(pid)
+    if entry is None or entry.start_time != start_time or entry.dead:
+        return  # gone before we looked
+    poller = select.poll()
+    poller.register(0, select.POLLIN)
+    poller.register(pidfd, select.POLLIN)
+    pending = b""
+    while True:
+        events = dict(poller.poll())
+        if 0 in events:
+            data = os.read(0, 65536)
+            if not data:
+                return  # EOF: the manager's process is gone, or exec'd something else
+            lines = (pending + data).split(b"\n")
+            pending = lines.pop()
+            for line in lines:
+                _apply(line, leaders)
+        elif pidfd in events:
+            # Dead. Whatever it wrote before dying is still in the pipe.
+            os.set_blocking(0, False)
+            with contextlib.suppress(BlockingIOError):
+                while data := os.read(0, 65536):
+                    pending += data
+            for line in pending.split(b"\n"):
+                _apply(line, leaders)
+            return
+
+
+def _apply(line: bytes, leaders: dict[str, Leader]) -> None:
+    if not line:
+        return
+    try:
+        message = json.loads(line)
+        if "started" in message:
+            leader = Leader.from_json(message["started"])
+            leaders[leader.session] = leader
+        elif "ended" in message:
+            leaders.pop(str(message["ended"]), None)
+    except (ValueError, TypeError):
+        _log(f"ignored a malformed message: {line[:200]!r}")
+
+
+def _log(message: str) -> None:
+    with contextlib.suppress(OSError):
+        print(f"trio-pty keeper[{os.getpid()}]: {message}", file=sys.stderr, flush=True)
