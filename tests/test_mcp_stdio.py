@@ -372,6 +372,20 @@ async def test_sigterm_tears_everything_down_even_when_sent_twice(tmp_path: Path
     assert elapsed < CLIENT_BUDGET, f"{elapsed:.2f} s"
 
 
+async def test_sigkill_leaves_nothing_either(tmp_path: Path) -> None:
+    """The client's last resort: SIGKILL. The manager's keeper then ends the sessions."""
+    with trio.fail_after(STARTUP_TIMEOUT + 20):
+        async with mcp_client(tmp_path) as client:
+            pids = await _start_stubborn_sessions(client)
+            server = server_pid()
+            os.kill(server, signal.SIGKILL)
+            began = trio.current_time()
+            # The grace (1 s) and the keeper's SIGKILL round.
+            await poll_until(lambda: not living(pids), timeout=3.0)
+            elapsed = trio.current_time() - began
+    assert elapsed < CLIENT_BUDGET, f"{elapsed:.2f} s"
+
+
 def test_without_the_sdk_it_says_how_to_install_it() -> None:
     code = "import sys; sys.modules['mcp'] = None; from trio_pty.cli import main; sys.exit(main())"
     done = subprocess.run(
