@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 import trio_pty
 from trio_pty import Limits
-from trio_pty.cli import DETACH_KEY, format_table, keystrokes_to_text
+from trio_pty.console.keys import keystrokes_to_text
+from trio_pty.console.tables import format_table
 from trio_pty.model import SessionInfo, Wait
 from trio_pty.policy.escapes import decode_escapes
 from trio_pty.rpc.client import ConnectionFailed, RpcError, connect
@@ -94,7 +95,7 @@ async def test_cli_commands_and_exit_codes(live: ServerProcess, request: Any) ->
         assert results["usage"].returncode == 2
         assert b"spawn needs a command" in results["usage"].stderr
         assert results["bad-token"].returncode == 3
-        assert b"HTTP 401" in results["bad-token"].stderr
+        assert b"HTTP 401 (missing or wrong token); set --token" in results["bad-token"].stderr
         assert results["no-server"].returncode == 3
         assert results["unknown"].returncode == 1
         assert results["unknown"].stderr.decode().strip() == (
@@ -137,7 +138,7 @@ async def test_cli_attach_through_a_real_terminal(live: ServerProcess, request: 
                         "TRIO_PTY_OWNER": owner,
                     },
                 )
-                await wait_for_text(manager, outer.id, "detach with Ctrl-]")
+                await wait_for_text(manager, outer.id, "detach with C-]")
                 await manager.write(outer.id, "abc\r")
                 await wait_for_text(manager, outer.id, "echo:abc")
 
@@ -153,7 +154,7 @@ async def test_cli_attach_through_a_real_terminal(live: ServerProcess, request: 
                 await manager.write(outer.id, "x\\y\r")
                 await wait_for_text(manager, outer.id, "echo:x\\y")
 
-                await manager.write(outer.id, DETACH_KEY.decode())
+                await manager.write(outer.id, "\x1d")  # C-]: a detach once nothing follows
                 text = await wait_for_text(manager, outer.id, "rc=0")
                 await wait_for_status(manager, outer.id, "exited")
                 text = "\n".join(line.text for line in (await manager.read(outer.id)).lines)

@@ -47,6 +47,7 @@ from trio_pty.wire import (
     ATTACH,
     READ,
     SPAWN,
+    SPAWN_SHELL,
     ErrorObject,
     InvalidParams,
     SessionOutput,
@@ -368,9 +369,16 @@ def _start(conn: RpcConnection, method: str, params: dict[str, Any], id: Any = 1
     return action.call
 
 
-def test_a_spawn_is_watched_only_after_its_response() -> None:
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        (SPAWN.name, {"command": "cat", "description": "d"}),
+        (SPAWN_SHELL.name, {"description": "d"}),
+    ],
+)
+def test_a_spawn_is_watched_only_after_its_response(method: str, params: dict[str, Any]) -> None:
     conn = RpcConnection()
-    call = _start(conn, SPAWN.name, {"command": "cat", "description": "d"})
+    call = _start(conn, method, params)
     send, watch = conn.succeeded(call, _info("pty_1"))
     assert isinstance(send, Send) and json.loads(send.frame)["id"] == 1
     assert isinstance(watch, Watch) and watch.session_id == "pty_1"

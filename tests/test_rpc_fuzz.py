@@ -20,9 +20,11 @@
 
 Hypothesis drives the fuzz from a worker thread (`trio.from_thread.run`), so one server and
 one guard session live through all the examples of a test, and each example is a batch of
-frames sent on one connection (reused while it stays open). The server only allows `cat` and
-`true` to run (a RulesAuthorizer), with small waits and grace periods, so nothing the fuzz
-sends can start anything heavy or wait long. Each batch gets its own owner and `cat` (named
+frames sent on one connection (reused while it stays open). The server only allows `cat`,
+`true` and bash to run (a RulesAuthorizer), and bash only to be sent `true` or `cat` (so
+`pty.run`, `pty.commands`, reads of a command and prompt waits meet a real shell, and nothing
+else runs), with small waits and grace periods, so nothing the fuzz sends can start
+anything heavy or wait long. Each batch gets its own owner, `cat` and shell session (named
 through placeholders in the generated frames), removed after it. HYPOTHESIS_PROFILE=long runs
 ~30x more examples (about 5 minutes). Deterministic sweeps complete the picture: every param
 of every method with every JSON type it refuses, and the message size bound byte-exact.
@@ -71,6 +73,7 @@ from trio_pty.wire import (
     ReadParams,
     ServerInfoParams,
     SpawnParams,
+    SpawnShellParams,
     WriteParams,
 )
 
@@ -93,6 +96,7 @@ MAX_MESSAGE = 256 * 1024
 # `cat` session (both ASCII, so the replacement never changes how a frame parses).
 FUZZ_OWNER = "@@owner@@"
 FUZZ_SESSION = "@@session@@"
+FUZZ_SHELL = "@@shell@@"
 OTHER_OWNERS = ("default", "fuzz-2")  # shared by all batches; their sessions are killed after each
 
 FUZZ_LIMITS = Limits(
@@ -104,15 +108,24 @@ FUZZ_LIMITS = Limits(
     default_wait_ms=150,
     max_wait_ms=300,
     max_sessions=12,
-    max_sessions_per_owner=3,
+    max_sessions_per_owner=4,
     max_write_bytes=8192,
     max_message_bytes=MAX_MESSAGE,
 )
 RULES: dict[str, Any] = {
     "*": "allow",
     "external_directory": "deny",
-    "shell": {"*": "deny", "cat": "allow", "true": "allow"},
+    "shell": {"*": "deny", "cat": "allow", "true": "allow", "bash": "allow"},
+    "write": {
+        "*": "allow",
+        "bash <stdin> *": "deny",
+        "bash <stdin> true": "allow",
+        "bash <stdin> cat": "allow",
+    },
 }
+# The shells' startup file: interactive bash ignores SIGTERM, which would cost each batch a
+# grace period; with a trap on it, it ends at once.
+BASHRC = "trap exit TERM\n"
 
 
 def limits_toml(limits: Limits) -> str:
@@ -138,6 +151,13 @@ external_directory = "deny"
 "*" = "deny"
 "cat" = "allow"
 "true" = "allow"
+"bash" = "allow"
+
+[permissions.write]
+"*" = "allow"
+"bash <stdin> *" = "deny"
+"bash <stdin> true" = "allow"
+"bash <stdin> cat" = "allow"
 """
 )
 
@@ -809,6 +829,10 @@ SANE: dict[str, st.SearchStrategy[Any]] = {
     "data": st.sampled_from(["hi\n", "\\x03", "\\e[A", "\\xff", "\x04", "line\r\n", "\x1a"])
     | st.text(max_size=20),
     "description": st.sampled_from(["d", "fuzz", " "]) | st.text(min_size=1, max_size=20),
+    "tail": st.integers(1, 50),
+    "shell": st.sampled_from(["bash", "bash", "zsh", "sh", "/bin/bash"]),
+    "reader": st.sampled_from(["r1", "r2", "connection-x"]),
+    "signal": st.sampled_from(["INT", "int", "SIGTERM", "HUP", "WINCH", "CONT", "USR1", "NOPE"]),
 }
 WILD: dict[str, st.SearchStrategy[Any]] = {
     "owner": st.sampled_from([FUZZ_OWNER, *OTHER_OWNERS]) | strings,
@@ -821,7 +845,12 @@ WILD: dict[str, st.SearchStrategy[Any]] = {
     "workdir": st.sampled_from([".", "sub", "/", "/tmp", "..", "/nonexistent"]) | strings,
     "pattern": st.sampled_from(["x", "(", "a{1000000}", "^$", "\\", ".*"]) | strings,
     "data": st.sampled_from(["hi\n", "\\x03", "\\e[A", "\\xff", "\\u12", "\x04"]) | strings,
+    "tail": st.integers(1, 50) | st.integers(),
+    "shell": st.sampled_from(["bash", "zsh", "sh", "fish", "/bin/bash", ""]) | strings,
+    "signal": st.sampled_from(["KILL", "STOP", "9", "SIG", ""]) | strings,
 }
+# A command's number (`pty.read`'s `command`), as opposed to a command line.
+COMMAND_NUMBERS = st.integers(1, 4)
 ENV_NAMES = st.sampled_from(["A", "PATH", "HOME", "TERM", "LD_PRELOAD", "TRIO_PTY_TOKEN"])
 
 
@@ -839,6 +868,11 @@ def typed_value(tp: Any, name: str, vocab: Vocabulary, *, sane: bool) -> st.Sear
     scalar = (str, int, float, str | None, int | None, float | None)
     if name == "id" and tp in scalar:
         return vocab.sane if sane else vocab.wild
+    if name == "command" and tp == int | None:
+        return st.none() | (COMMAND_NUMBERS if sane else COMMAND_NUMBERS | st.integers())
+    if typing.get_origin(tp) is typing.Literal:
+        values = st.sampled_from(typing.get_args(tp))
+        return values if sane else values | strings
     if name in special and tp in scalar:
         return special[name]
     if _is_union(tp):
@@ -931,7 +965,10 @@ def valid_requests(draw: st.DrawFn, vocab: Vocabulary, used_ids: list[Any]) -> d
     params: dict[str, Any] = {}
     cls = CancelParams if method == CANCEL else METHODS[method].params
     for field in attrs.fields(cls):
-        if field.default is not attrs.NOTHING and draw(st.booleans()):
+        # Defaults are left out half the time; the owner less often, so that more requests
+        # reach the batch's own sessions.
+        skip = draw(st.integers(0, 9)) < (2 if field.name == "owner" else 5)
+        if field.default is not attrs.NOTHING and skip:
             continue
         if method == CANCEL and used_ids:
             params["id"] = draw(st.sampled_from(used_ids).filter(lambda v: v is not None))
@@ -1219,13 +1256,18 @@ def oversized(how: str) -> bytes:
     return client_frame(OP_TEXT, half, fin=False) + client_frame(OP_CONTINUATION, half)
 
 
-def bind(frame: Frame, owner: str, session_id: str) -> Frame:
-    """The frame with the batch's owner and session in place of the placeholders."""
+def bind(frame: Frame, owner: str, session_id: str, shell_id: str) -> Frame:
+    """The frame with the batch's owner and sessions in place of the placeholders."""
+    places = ((FUZZ_OWNER, owner), (FUZZ_SESSION, session_id), (FUZZ_SHELL, shell_id))
     if isinstance(frame.payload, str):
-        text = frame.payload.replace(FUZZ_OWNER, owner).replace(FUZZ_SESSION, session_id)
+        text = frame.payload
+        for placeholder, value in places:
+            text = text.replace(placeholder, value)
         return attrs.evolve(frame, payload=text)
-    data = frame.payload.replace(FUZZ_OWNER.encode(), owner.encode())
-    return attrs.evolve(frame, payload=data.replace(FUZZ_SESSION.encode(), session_id.encode()))
+    data = frame.payload
+    for placeholder, value in places:
+        data = data.replace(placeholder.encode(), value.encode())
+    return attrs.evolve(frame, payload=data)
 
 
 @attrs.define(eq=False)
@@ -1322,8 +1364,8 @@ class FuzzTarget:
         await self.drop()
 
     async def example(self, batch: Batch) -> None:
-        """One batch, with its own owner and `cat` (removed after it), then the guard's
-        round trip."""
+        """One batch, with its own owner, `cat` and shell (removed after it), then the
+        guard's round trip."""
         with trio.fail_after(60):
             self.examples += 1
             owner = f"batch-{self.examples}"
@@ -1331,11 +1373,11 @@ class FuzzTarget:
                 SpawnParams(command="cat", owner=owner, description="fuzz target")
             )
             try:
-                await self.run(
-                    attrs.evolve(
-                        batch, frames=tuple(bind(frame, owner, info.id) for frame in batch.frames)
-                    )
+                shell = await self.admin.request(
+                    SpawnShellParams(owner=owner, description="fuzz shell", shell="bash")
                 )
+                frames = tuple(bind(frame, owner, info.id, shell.id) for frame in batch.frames)
+                await self.run(attrs.evolve(batch, frames=frames))
             finally:
                 await self.admin.request(OwnerDeleteParams(owner=owner))
                 for other in OTHER_OWNERS:
@@ -1431,17 +1473,26 @@ async def fuzz_through(target: FuzzTarget, count: int) -> None:
 @asynccontextmanager
 async def in_process_server(root: Path) -> AsyncIterator[tuple[Manager, RpcServer]]:
     (root / "sub").mkdir(exist_ok=True)
+    environ = {**os.environ, "HOME": str(fuzz_home(root))}
     async with (
         trio_pty.open_manager(
-            FUZZ_LIMITS, root=str(root), authorizer=RulesAuthorizer(RULES)
+            FUZZ_LIMITS, root=str(root), authorizer=RulesAuthorizer(RULES), environ=environ
         ) as manager,
         open_server(manager, ServerOptions(token=TOKEN, port=0)) as server,
     ):
         yield manager, server
 
 
+def fuzz_home(root: Path) -> Path:
+    """The HOME of the fuzzed server's sessions, with BASHRC."""
+    home = root / "home"
+    home.mkdir(exist_ok=True)
+    (home / ".bashrc").write_text(BASHRC)
+    return home
+
+
 def vocabulary() -> Vocabulary:
-    known = st.sampled_from([FUZZ_SESSION, FUZZ_SESSION, FUZZ_SESSION, FAKE_SESSION])
+    known = st.sampled_from([FUZZ_SESSION, FUZZ_SESSION, FUZZ_SHELL, FUZZ_SHELL, FAKE_SESSION])
     return Vocabulary(sane=known, wild=st.one_of(known, strings))
 
 
@@ -1516,7 +1567,10 @@ async def test_fuzz_serve_subprocess(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     # `root` is a top-level key: it goes before the first table.
     config = f'root = "{tmp_path}"\n' + SERVER_CONFIG
-    process = start_server(tmp_path, "--token", TOKEN, config=config, token_in_output=False)
+    env = {"HOME": str(fuzz_home(tmp_path))}
+    process = start_server(
+        tmp_path, "--token", TOKEN, config=config, env=env, token_in_output=False
+    )
     count = examples(0.5)
     try:
         with trio.fail_after(60 + 1.5 * count):
@@ -1572,12 +1626,17 @@ SAMPLES: dict[str, Any] = {
 
 BASE_PARAMS: dict[str, dict[str, Any]] = {
     "pty.spawn": {"command": "true", "description": "fuzz"},
+    "pty.spawn_shell": {"description": "fuzz"},
+    "pty.run": {"id": FAKE_SESSION, "command": "true"},
+    "pty.commands": {"id": FAKE_SESSION},
+    "pty.screen": {"id": FAKE_SESSION},
     "pty.write": {"id": FAKE_SESSION, "data": "x"},
     "pty.read": {"id": FAKE_SESSION},
     "pty.read_raw": {"id": FAKE_SESSION},
     "pty.list": {},
     "pty.kill": {"id": FAKE_SESSION},
     "pty.resize": {"id": FAKE_SESSION, "rows": 24, "cols": 80},
+    "pty.signal": {"id": FAKE_SESSION, "signal": "INT"},
     "pty.attach": {"id": FAKE_SESSION},
     "pty.detach": {"id": FAKE_SESSION},
     "owner.delete": {"owner": "fuzz-nobody"},
@@ -1592,6 +1651,8 @@ def accepted(tp: Any) -> set[str]:
         return set().union(*(accepted(member) for member in typing.get_args(tp)))
     if tp is type(None):
         return {"null"}
+    if typing.get_origin(tp) is typing.Literal:
+        return {"string"} if all(isinstance(v, str) for v in typing.get_args(tp)) else set()
     simple = {str: {"string"}, bool: {"boolean"}, int: {"integer"}, float: {"integer", "number"}}
     if tp in simple:
         return simple[tp]

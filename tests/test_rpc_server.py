@@ -529,4 +529,4 @@ async def test_serve_stops_when_its_shutdown_trigger_fires() -> None:
                 with pytest.raises(ConnectionLost):  # closed (1001) before the teardown
                     await client.next_notification(EXITED)
     assert statuses == [0]
-    assert out.getvalue().splitlines()[1].startswith("shutdown: 1 sessions reaped in ")
+    assert out.getvalue().splitlines()[1].startswith("shutdown: 1 session reaped in ")

@@ -835,6 +835,8 @@ def _typed(tp: Any) -> st.SearchStrategy[Any]:
         return st.one_of(*(_typed(arg) for arg in args))
     if tp is type(None):
         return st.none()
+    if origin is typing.Literal:
+        return st.sampled_from(args)
     if tp is bool:
         return st.booleans()
     if tp is int:

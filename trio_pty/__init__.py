@@ -27,6 +27,7 @@ from .model import (
     ReadPage,
     Screen,
     SessionInfo,
+    SignalResult,
     Wait,
     WriteResult,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "Screen",
     "SessionInfo",
     "SessionNotFound",
+    "SignalResult",
     "SpawnFailed",
     "Wait",
     "WriteResult",

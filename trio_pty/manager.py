@@ -32,6 +32,7 @@ from .model import (
     RunReason,
     Screen,
     SessionInfo,
+    SignalResult,
     Wait,
     WriteResult,
 )
@@ -918,6 +919,16 @@ class Manager(metaclass=_NoPublicConstructor):
         rows, cols = validate.window(rows, cols, self.limits)
         session.resize(rows, cols)
         return session.info()
+
+    async def signal(self, session_id: str, signal: str, *, owner: str = "default") -> SignalResult:
+        """Send `signal` ("INT", "SIGTERM", "hup": as `kill -l` names them) to the
+        program in front: the terminal's foreground process group, which a key such as
+        Ctrl-C reaches (in a shell session, the running command, not the shell). Like
+        `kill` and `resize`, it needs no authorization: it cannot start anything."""
+        session = self._session(session_id, owner)
+        number, name = validate.signal_name(signal)
+        pids = session.signal_foreground(number)
+        return SignalResult(id=session.id, signal=name, pids=pids)
 
     @asynccontextmanager
     async def attach(

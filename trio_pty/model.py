@@ -135,6 +135,16 @@ class WriteResult:
 
 
 @attrs.frozen(kw_only=True)
+class SignalResult:
+    """What `signal` did: the signal's full name and the processes of the terminal's
+    foreground group it was sent to (empty when that group had none left)."""
+
+    id: str
+    signal: str
+    pids: list[int]
+
+
+@attrs.frozen(kw_only=True)
 class OutputChunk:
     """Raw output bytes starting at absolute byte `offset`. `gap` says that bytes before
     `offset` that the reader asked for have left the buffer."""

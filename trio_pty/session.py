@@ -780,6 +780,25 @@ class Session:
         self.rows, self.cols = rows, cols
         self.output.note_size(rows, cols)
 
+    def signal_foreground(self, sig: int) -> list[int]:
+        """Send `sig` to the processes of the terminal's foreground group (whom Ctrl-C
+        reaches: a shell's running command, not the shell); the pids signalled.
+
+        The group is the tty's, but its number may outlive its last member and be reused
+        elsewhere, so the processes are taken from /proc, only those of this session, and
+        each is signalled through a pidfd after checking its start time.
+        """
+        self._check_running()
+        group = spawn.foreground_group(self._master)
+        if group is None:
+            return []
+        snapshot = self._table.snapshot()
+        members = [snapshot.entries[pid] for pid in snapshot.by_pgid.get(group, ())]
+        targets = [entry for entry in members if entry.sid == self.pid and not entry.dead]
+        for entry in targets:
+            proc.signal_process(entry, sig)
+        return sorted(entry.pid for entry in targets)
+
 
 class Attachment:
     """A cursor over one session's raw output: the retained snapshot (or exactly the bytes

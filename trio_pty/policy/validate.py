@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import signal as signals
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
@@ -29,6 +30,7 @@ __all__ = [
     "owner",
     "read_window",
     "shell_quote",
+    "signal_name",
     "timeout",
     "title",
     "wait_ms",
@@ -285,6 +287,21 @@ def write_text(value: object, limits: Limits, *, escapes: bool = False) -> bytes
 def int_between(field: str, value: object, low: int, high: int) -> int:
     """An integer (not a bool, not a float) within [low, high]."""
     return _int_between(field, value, low, high)
+
+
+def signal_name(value: object) -> tuple[int, str]:
+    """A signal named as `kill -l` names it ("INT", "SIGINT", any case) -> (its number, its
+    full name "SIGINT"). Numbers are refused: they differ between systems."""
+    text, _ = _text("signal", value)
+    name = text.upper()
+    name = name if name.startswith("SIG") else f"SIG{name}"
+    try:
+        number = signals.Signals[name]
+    except KeyError:
+        raise InvalidInput(
+            "signal", f"not a signal name: {_short(text)} (INT, TERM, HUP, KILL, USR1, ...)"
+        ) from None
+    return int(number), number.name
 
 
 def byte_offset(value: object) -> int:

@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final, NamedTuple
 
-from . import proc
+from . import hardening, proc
 
 _FIRST_TICK: Final = 0.001
 _LAST_TICK: Final = 0.064
@@ -431,6 +431,11 @@ class Link:
 def main(argv: Sequence[str]) -> int:
     """`python -S -c BOOTSTRAP ROOT MANAGER_ID PID START_TIME GRACE CLOSE_TIMEOUT [STATE]`,
     with the pipe from the manager as stdin."""
+    try:
+        # Its environment is only its tag, but its memory and fds are no session's business.
+        hardening.harden_process()
+    except OSError as exc:
+        _log(f"could not make the keeper non-dumpable: {exc}")
     manager_id, pid, start_time = argv[0], int(argv[1]), int(argv[2])
     grace, close_timeout = float(argv[3]), float(argv[4])
     state_dir = argv[5] if len(argv) > 5 else None

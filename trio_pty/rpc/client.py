@@ -448,6 +448,8 @@ def _connection_failure(exc: BaseException, url: str) -> ConnectionFailed | None
     """The ConnectionFailed for an error raised while connecting, or None."""
     if isinstance(exc, ConnectionRejected):
         body = (exc.body or b"").decode("utf-8", "replace").strip()
+        # The server's bodies start with the status ("401 missing or wrong token").
+        body = body.removeprefix(str(exc.status_code)).strip()
         return ConnectionFailed(
             f"server refused the connection: HTTP {exc.status_code}"
             + (f" ({body})" if body else ""),

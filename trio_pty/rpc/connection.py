@@ -34,6 +34,7 @@ from trio_pty.wire import (
     EXITED,
     METHODS,
     SPAWN,
+    SPAWN_SHELL,
     CancelResult,
     ErrorObject,
     Ignored,
@@ -227,7 +228,7 @@ class RpcConnection:
         if call.spec is ATTACH:
             actions.append(StartStream(call))
             actions += self._want_exit(call.params.id, call.params.owner, "attached")
-        elif call.spec is SPAWN and isinstance(result, SessionInfo):
+        elif call.spec in (SPAWN, SPAWN_SHELL) and isinstance(result, SessionInfo):
             actions += self._want_exit(result.id, result.owner, "spawned")
         return actions
 

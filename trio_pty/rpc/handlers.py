@@ -6,8 +6,8 @@ parameter then touches the params record and its use in the manager, nothing her
 others have a short handler of their own. Values are range-checked by the manager itself
 (`policy.validate`), which raises `InvalidInput` (-32008).
 
-What a handler needs from the connection it runs on (attachments, the server's counters)
-comes through `Context`, so this module holds no connection state.
+What a handler needs from the connection it runs on (attachments, the server's counters,
+its read cursor's key) comes through `Context`, so this module holds no connection state.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from typing import Any, Final, Generic, Protocol, TypeVar, cast
 import attrs
 
 from trio_pty.manager import Manager
+from trio_pty.model import ReadPage
 from trio_pty.wire import (
     ATTACH,
+    COMMANDS,
     DEFAULT_OWNER,
     DETACH,
     KILL,
@@ -28,10 +30,16 @@ from trio_pty.wire import (
     READ,
     READ_RAW,
     RESIZE,
+    RUN,
+    SCREEN,
     SERVER_INFO,
+    SIGNAL,
     SPAWN,
+    SPAWN_SHELL,
     WRITE,
     AttachParams,
+    CommandList,
+    CommandsParams,
     DetachParams,
     DetachResult,
     InvalidParams,
@@ -42,6 +50,7 @@ from trio_pty.wire import (
     ParamProblem,
     Params,
     RawOutput,
+    ReadParams,
     ReadRawParams,
     ServerInfo,
     ServerInfoParams,
@@ -71,6 +80,12 @@ class Context(Protocol):
 
     def server_info(self) -> ServerInfo: ...
 
+    @property
+    def reader(self) -> str:
+        """This connection's read cursor key (`pty.read` with `since="last"` and no
+        `reader`): unguessable; its cursors age out once the connection is gone."""
+        ...
+
 
 Handler = Callable[[Context, P], Awaitable[R]]
 
@@ -94,6 +109,28 @@ def call_manager(method: Callable[..., Awaitable[R]]) -> Handler[Params[R], R]:
         return await method(ctx.manager, **fields)
 
     return handler
+
+
+async def _read(ctx: Context, p: ReadParams) -> ReadPage:
+    # A read cursor is per connection unless the client names one (a CLI, which connects
+    # anew for each command, names its own to see what came since its previous run).
+    return await ctx.manager.read(
+        p.id,
+        owner=p.owner,
+        offset=p.offset,
+        limit=p.limit,
+        pattern=p.pattern,
+        ignore_case=p.ignore_case,
+        wait=p.wait,
+        command=p.command,
+        tail=p.tail,
+        since=p.since,
+        reader=ctx.reader if p.reader is None else p.reader,
+    )
+
+
+async def _commands(ctx: Context, p: CommandsParams) -> CommandList:
+    return CommandList(commands=ctx.manager.commands(p.id, owner=p.owner, limit=p.limit))
 
 
 async def _read_raw(ctx: Context, p: ReadRawParams) -> RawOutput:
@@ -134,12 +171,17 @@ HANDLERS: Final[dict[str, Route[Any, Any]]] = {
     route.spec.name: route
     for route in (
         Route(SPAWN, call_manager(Manager.spawn)),
+        Route(SPAWN_SHELL, call_manager(Manager.spawn_shell)),
+        Route(RUN, call_manager(Manager.run)),
+        Route(COMMANDS, _commands),
         Route(WRITE, call_manager(Manager.write)),
-        Route(READ, call_manager(Manager.read)),
+        Route(READ, _read),
         Route(READ_RAW, _read_raw),
+        Route(SCREEN, call_manager(Manager.screen)),
         Route(LIST, _list),
         Route(KILL, call_manager(Manager.kill)),
         Route(RESIZE, call_manager(Manager.resize)),
+        Route(SIGNAL, call_manager(Manager.signal)),
         Route(ATTACH, _attach),
         Route(DETACH, _detach),
         Route(OWNER_DELETE, _owner_delete),

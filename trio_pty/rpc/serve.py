@@ -162,7 +162,8 @@ async def serve(
         root_nursery.cancel_scope.cancel()
     elapsed = trio.current_time() - began
     print(
-        f"shutdown: {len(live)} sessions reaped in {torn_down:.2f} s "
+        f"shutdown: {len(live)} session{'' if len(live) == 1 else 's'} reaped "
+        f"in {torn_down:.2f} s "
         f"(server stopped after {elapsed:.2f} s)",
         file=out,
         flush=True,

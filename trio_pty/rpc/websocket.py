@@ -11,6 +11,7 @@ cursors into the session's ring and simply lag, exit notifications give up after
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -67,6 +68,9 @@ class Connection:
         server_info: Callable[[], ServerInfo],
     ) -> None:
         self.peer = peer
+        # The key of this connection's read cursors (`pty.read` with since="last"):
+        # unguessable, so no other client can move them.
+        self.reader = f"connection-{secrets.token_hex(8)}"
         self.manager = manager
         self.close_code = CLOSE_NORMAL
         self.close_reason: str | None = None
@@ -303,6 +307,10 @@ class _CallContext:
 
     def server_info(self) -> ServerInfo:
         return self.connection.server_info()
+
+    @property
+    def reader(self) -> str:
+        return self.connection.reader
 
 
 async def _first_chunk(attachment: Attachment, offset: int | None) -> OutputChunk:

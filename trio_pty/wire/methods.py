@@ -21,18 +21,30 @@ from __future__ import annotations
 import base64
 import typing
 from collections.abc import Mapping
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, Literal, TypeVar
 
 import attrs
 
 from trio_pty.limits import Limits
-from trio_pty.model import ExitEvent, OutputChunk, ReadPage, SessionInfo, Wait, WriteResult
+from trio_pty.model import (
+    CommandInfo,
+    CommandResult,
+    ExitEvent,
+    OutputChunk,
+    ReadPage,
+    Screen,
+    SessionInfo,
+    SignalResult,
+    Wait,
+    WriteResult,
+)
 from trio_pty.wire.codec import dumps, encode_notification
 from trio_pty.wire.convert import unstructure_result
 
 __all__ = [
     "ATTACH",
     "CANCEL",
+    "COMMANDS",
     "DEFAULT_OWNER",
     "DETACH",
     "EXITED",
@@ -44,12 +56,18 @@ __all__ = [
     "READ",
     "READ_RAW",
     "RESIZE",
+    "RUN",
+    "SCREEN",
     "SERVER_INFO",
+    "SIGNAL",
     "SPAWN",
+    "SPAWN_SHELL",
     "WRITE",
     "AttachParams",
     "CancelParams",
     "CancelResult",
+    "CommandList",
+    "CommandsParams",
     "DetachParams",
     "DetachResult",
     "KillParams",
@@ -63,13 +81,17 @@ __all__ = [
     "ReadParams",
     "ReadRawParams",
     "ResizeParams",
+    "RunParams",
+    "ScreenParams",
     "ServerCounts",
     "ServerEnvironment",
     "ServerInfo",
     "ServerInfoParams",
     "SessionList",
     "SessionOutput",
+    "SignalParams",
     "SpawnParams",
+    "SpawnShellParams",
     "WriteParams",
     "notification_frame",
     "output_frame",
@@ -172,6 +194,11 @@ class SessionList:
 
 
 @attrs.frozen(kw_only=True)
+class CommandList:
+    commands: list[CommandInfo]  # oldest first
+
+
+@attrs.frozen(kw_only=True)
 class DetachResult:
     id: str
     detached: bool  # False: this connection was not attached
@@ -244,6 +271,37 @@ class WriteParams(Params[WriteResult]):
 
 
 @attrs.frozen(kw_only=True)
+class SpawnShellParams(Params[SessionInfo]):
+    owner: str = DEFAULT_OWNER
+    description: str
+    shell: str | None = None
+    workdir: str | None = None
+    env: dict[str, str] | None = None
+    rows: int = 24
+    cols: int = 80
+    timeout: float | None = None
+    login: bool = False
+    rc: bool = True
+    title: str | None = None
+    notify_on_exit: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class RunParams(Params[CommandResult]):
+    id: str
+    command: str
+    owner: str = DEFAULT_OWNER
+    timeout_ms: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class CommandsParams(Params[CommandList]):
+    id: str
+    owner: str = DEFAULT_OWNER
+    limit: int = 50
+
+
+@attrs.frozen(kw_only=True)
 class ReadParams(Params[ReadPage]):
     id: str
     owner: str = DEFAULT_OWNER
@@ -251,6 +309,17 @@ class ReadParams(Params[ReadPage]):
     limit: int | None = None
     pattern: str | None = None
     ignore_case: bool = False
+    wait: Wait | None = None
+    command: int | None = None
+    tail: int | None = None
+    since: Literal["last"] | None = None
+    reader: str | None = None  # None: this connection's own cursor (see the handler)
+
+
+@attrs.frozen(kw_only=True)
+class ScreenParams(Params[Screen]):
+    id: str
+    owner: str = DEFAULT_OWNER
     wait: Wait | None = None
 
 
@@ -281,6 +350,13 @@ class ResizeParams(Params[SessionInfo]):
     owner: str = DEFAULT_OWNER
     rows: int
     cols: int
+
+
+@attrs.frozen(kw_only=True)
+class SignalParams(Params[SignalResult]):
+    id: str
+    signal: str  # a name: "INT", "SIGTERM", "hup"
+    owner: str = DEFAULT_OWNER
 
 
 @attrs.frozen(kw_only=True)
@@ -316,12 +392,17 @@ class CancelParams(Params[CancelResult]):
 # The table
 
 SPAWN: Final = MethodSpec("pty.spawn", SpawnParams, SessionInfo)
+SPAWN_SHELL: Final = MethodSpec("pty.spawn_shell", SpawnShellParams, SessionInfo)
+RUN: Final = MethodSpec("pty.run", RunParams, CommandResult)
+COMMANDS: Final = MethodSpec("pty.commands", CommandsParams, CommandList)
 WRITE: Final = MethodSpec("pty.write", WriteParams, WriteResult)
 READ: Final = MethodSpec("pty.read", ReadParams, ReadPage)
 READ_RAW: Final = MethodSpec("pty.read_raw", ReadRawParams, RawOutput)
+SCREEN: Final = MethodSpec("pty.screen", ScreenParams, Screen)
 LIST: Final = MethodSpec("pty.list", ListParams, SessionList)
 KILL: Final = MethodSpec("pty.kill", KillParams, SessionInfo)
 RESIZE: Final = MethodSpec("pty.resize", ResizeParams, SessionInfo)
+SIGNAL: Final = MethodSpec("pty.signal", SignalParams, SignalResult)
 ATTACH: Final = MethodSpec("pty.attach", AttachParams, SessionOutput)
 DETACH: Final = MethodSpec("pty.detach", DetachParams, DetachResult)
 OWNER_DELETE: Final = MethodSpec("owner.delete", OwnerDeleteParams, OwnerDeleteResult)
@@ -336,12 +417,17 @@ METHODS: Final[Mapping[str, MethodSpec[Any, Any]]] = {
     spec.name: spec
     for spec in (
         SPAWN,
+        SPAWN_SHELL,
+        RUN,
+        COMMANDS,
         WRITE,
         READ,
         READ_RAW,
+        SCREEN,
         LIST,
         KILL,
         RESIZE,
+        SIGNAL,
         ATTACH,
         DETACH,
         OWNER_DELETE,

@@ -1,0 +1,89 @@
+"""The command-line client: `trio-pty spawn | shell | list | read | write | send | run | ...`.
+
+`trio_pty.cli` is the entry point (and `serve`); the client verbs are here:
+
+- `arguments`: each verb's arguments, and the values requests are built from;
+- `verbs`: the request record each verb builds, how it prints the result (`tables`);
+- `attach`: your terminal connected to a session;
+- `keys` and `modes` (pure): detach-key sequences; what a program turned on in your
+  terminal and what turns it off;
+- `common`: exit statuses, messages, JSON output, the connection options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+
+from trio_pty.console.arguments import add_verbs, check, claim_extra_words
+from trio_pty.console.attach import add_attach, attach, check_attach
+from trio_pty.console.common import (
+    EXIT_CONNECTION,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    client_options,
+    fail,
+)
+from trio_pty.console.verbs import VERBS, Verb
+from trio_pty.rpc.client import DEFAULT_URL, ConnectionFailed, ConnectionLost, RpcError, connect
+
+__all__ = [
+    "EXIT_CONNECTION",
+    "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "add_client_verbs",
+    "client_options",
+    "prepare",
+    "run_client",
+]
+
+_ALL: dict[str, Verb] = {**VERBS, "attach": attach}
+
+
+def add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Every client verb, on the top parser's subparsers."""
+    add_verbs(commands)
+    add_attach(commands)
+
+
+def prepare(args: argparse.Namespace, extra: Sequence[str]) -> None:
+    """Finish the arguments of a client verb (words argparse left over) and find the usage
+    errors that need no server. Raises UsageError."""
+    claim_extra_words(args, extra)
+    check(args)
+    if args.command == "attach":
+        check_attach(args)
+
+
+async def run_client(args: argparse.Namespace) -> int:
+    """Connect, run the verb, and turn what went wrong into a message and an exit status."""
+    url = args.url or os.environ.get("TRIO_PTY_URL") or DEFAULT_URL
+    token = args.token or os.environ.get("TRIO_PTY_TOKEN") or None
+    verb = _ALL[args.command]
+    try:
+        async with connect(url, token) as client:
+            return await verb(client, args)
+    except RpcError as exc:
+        label = exc.kind or str(exc.code)
+        fail(f"error: {exc.message} [{label}]")
+        return EXIT_ERROR
+    except UsageError as exc:
+        fail(f"error: {exc}")
+        return EXIT_USAGE
+    except ConnectionFailed as exc:
+        hint = ""
+        if exc.status == 401:
+            hint = "; set --token or TRIO_PTY_TOKEN"
+        elif exc.status == 403:
+            hint = "; the server refuses this Origin or Host"
+        fail(f"{exc}{hint}")
+        return EXIT_CONNECTION
+    except ConnectionLost as exc:
+        fail(f"connection lost: {exc}")
+        return EXIT_CONNECTION
