@@ -2,13 +2,14 @@
 its terminal (docs/mcp.md).
 
     trio-pty mcp [--root DIR] [--config FILE] [--terminate-grace SECONDS]
+    trio-pty mcp --connect URL [--owner OWNER]        (token in TRIO_PTY_TOKEN)
 
 It needs the official MCP SDK, the extra `trio-pty[mcp]`; the modules of this package import
 it, this one does not, so that `trio-pty mcp` without it can say how to install it.
 
 - `tools`: the tools (arguments, results, descriptions, what each does);
 - `render`: their text and the error texts (pure);
-- `backend`: what the tools call (`LocalBackend`: a manager in this process);
+- `backend`: what the tools call, in process (`LocalBackend`) or over the wire (`remote`);
 - `stdio`: the stdio transport on trio;
 - `server`: the SDK's server with the tools, signals, the bounded stop.
 """
@@ -36,6 +37,7 @@ DEFAULT_TERMINATE_GRACE: Final = 1.0
 KILL_MARGIN: Final = 1.5
 
 EXIT_USAGE: Final = 2
+EXIT_CONNECTION: Final = 3
 INSTALL_HINT: Final = (
     "trio-pty mcp needs the MCP SDK, which is an optional extra: pip install 'trio-pty[mcp]'"
 )
@@ -46,6 +48,18 @@ def _parser() -> argparse.ArgumentParser:
         prog="trio-pty mcp",
         description="An MCP server on stdin/stdout: terminals for coding agents. "
         "See docs/mcp.md for the tools and client configuration.",
+    )
+    parser.add_argument(
+        "--connect",
+        metavar="URL",
+        default=None,
+        help="use a running `trio-pty serve` (ws://HOST:PORT/rpc; token in TRIO_PTY_TOKEN) "
+        "instead of running the terminals in this process",
+    )
+    parser.add_argument(
+        "--owner",
+        default=None,
+        help="with --connect: the owner of the sessions (default: one of its own per run)",
     )
     parser.add_argument(
         "--root",
@@ -98,7 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Our children cannot read our environment or memory from now on; and the token is
     # held by the client only (the environment filter keeps it from children anyway).
     trio_pty.harden_process()
-    os.environ.pop("TRIO_PTY_TOKEN", None)  # a secret this process does not need
+    token = os.environ.pop("TRIO_PTY_TOKEN", None)
+    if args.connect is not None:
+        return _connected(args, token)
     settings = _in_process(args)
     if settings is None:
         return EXIT_USAGE
@@ -112,6 +128,30 @@ def main(argv: Sequence[str] | None = None) -> int:
                 max_line_bytes=settings.limits.max_message_bytes,
             )
         )
+
+
+def _connected(args: argparse.Namespace, token: str | None) -> int:
+    """`--connect URL`: serve with the terminals of a running `trio-pty serve`."""
+    import trio
+
+    from trio_pty.errors import unwrap_group
+    from trio_pty.limits import Limits
+    from trio_pty.rpc.client import ConnectionFailed
+
+    from . import remote, server
+
+    if args.config is not None or args.root is not None:
+        print("trio-pty mcp: --config and --root are the server's with --connect", file=sys.stderr)
+        return EXIT_USAGE
+    opener = partial(remote.remote_backend, args.connect, token, owner=args.owner)
+    gc.freeze()
+    try:
+        with unwrap_group():
+            return trio.run(partial(server.run, opener, max_line_bytes=Limits().max_message_bytes))
+    except ConnectionFailed as exc:
+        hint = " (is TRIO_PTY_TOKEN the server's token?)" if exc.status == 401 else ""
+        print(f"trio-pty mcp: {exc}{hint}", file=sys.stderr, flush=True)
+        return EXIT_CONNECTION
 
 
 def _in_process(args: argparse.Namespace) -> InProcess | None:

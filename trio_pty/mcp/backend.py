@@ -1,16 +1,22 @@
-"""What the tools call: the manager's calls for one owner.
+"""What the tools call: the manager's calls for one owner, in process or over the wire.
 
 `Backend` is the part of the library contract the MCP tools use, with the owner bound.
-`LocalBackend` calls a manager this process runs (the MCP client session is the owner). It
-adds no behaviour: a tool that needs something new gets it from the manager first.
+`LocalBackend` calls a manager this process runs (the MCP client session is the owner);
+`RemoteBackend` (in `remote.py`) sends the same calls to a running `trio-pty serve`, one wire
+record each. Neither adds behaviour: a tool that needs something new gets it from the
+manager first.
+
+When trio-pty refuses a call, a backend raises a `PtyError` in process and a `ServiceError`
+(the same kind, message and details) over the wire: `REFUSALS` names both.
 """
 
 from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
+from trio_pty.errors import PtyError
 from trio_pty.manager import Manager
 from trio_pty.model import (
     CommandInfo,
@@ -22,7 +28,25 @@ from trio_pty.model import (
     WriteResult,
 )
 
-__all__ = ["Backend", "LocalBackend"]
+__all__ = ["REFUSALS", "Backend", "LocalBackend", "ServiceError"]
+
+
+class ServiceError(Exception):
+    """A refusal a server reported (its error's kind, message and details), or the loss of
+    the connection to it (kind `connection_lost`): what a `PtyError` says in process."""
+
+    def __init__(self, kind: str, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self._details = dict(details or {})
+
+    def details(self) -> dict[str, Any]:
+        return dict(self._details)
+
+
+#: What a backend raises when trio-pty refuses a call.
+REFUSALS: tuple[type[PtyError], type[ServiceError]] = (PtyError, ServiceError)
 
 
 class Backend(Protocol):

@@ -230,6 +230,10 @@ ERROR_ADVICE: Final[Mapping[str, str]] = {
     ),
     "owner_deleted": "This client's sessions were deleted. Restart the MCP server.",
     "closing": "The terminal service is shutting down. Try again once it is back.",
+    "connection_lost": (
+        "The connection to the trio-pty server was lost. Check that `trio-pty serve` "
+        "runs, then restart this MCP server."
+    ),
     "internal_error": "This is a bug in trio-pty. Try another way, and report it.",
 }
 

@@ -1,7 +1,8 @@
 """`trio-pty mcp`: the MCP server, from start to a bounded stop.
 
-This process runs a manager, and the MCP client session is the owner of every session it
-starts.
+In-process (the default): this process runs a manager, and the MCP client session is the
+owner of every session it starts. `--connect URL`: the tools go to a running `trio-pty
+serve` instead, as an owner of their own, and the sessions outlive this process.
 
 Stopping: the client closing stdin, or SIGTERM, SIGINT or SIGHUP. Each is handled by trio
 (never by Python's default action, which would end the process mid-teardown): serving stops,
@@ -31,13 +32,12 @@ from mcp_types import Tool as ToolDefinition
 from pydantic import ValidationError
 
 import trio_pty
-from trio_pty.errors import PtyError
 from trio_pty.limits import Limits
 from trio_pty.manager import open_manager
 from trio_pty.policy.authorize import Authorizer
 from trio_pty.policy.environment import EnvMode
 
-from .backend import Backend, LocalBackend
+from .backend import REFUSALS, Backend, LocalBackend
 from .render import error_text
 from .tools import INSTRUCTIONS, TOOLS, Tool
 
@@ -112,7 +112,7 @@ async def call_tool(backend: Backend, tool: Tool[Any], arguments: dict[str, Any]
         return _invalid_arguments(exc)
     try:
         reply = await tool.handler(backend, parsed)
-    except PtyError as exc:
+    except REFUSALS as exc:
         return _failure(exc.kind, exc.message, exc.details())
     except Exception as exc:
         log.exception("tool %s failed", tool.name)
@@ -187,8 +187,8 @@ BackendOpener = Callable[[], AbstractAsyncContextManager[Backend]]
 
 async def run(open_backend: BackendOpener, *, max_line_bytes: int) -> int:
     """Serve MCP on stdin/stdout with the backend `open_backend()` opens, until the client
-    closes stdin or a stop signal arrives; then close the backend (which tears every
-    session down). The exit status."""
+    closes stdin or a stop signal arrives; then close the backend (in process: tear every
+    session down; `--connect`: close the connection). The exit status."""
     from .stdio import serve_stdio
 
     # Caught from here to the end: a signal during the teardown is logged, not fatal.

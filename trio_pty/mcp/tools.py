@@ -28,10 +28,9 @@ import trio
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from trio_pty.errors import PtyError
 from trio_pty.model import CommandInfo, ReadPage, SessionInfo, Wait
 
-from .backend import Backend
+from .backend import REFUSALS, Backend
 from .render import Shown, State, Status, describe_end, first_command, show_lines, state_of
 
 __all__ = ["QUIET_MS", "TOOLS", "Reply", "Tool"]
@@ -253,7 +252,7 @@ async def _close_shell(backend: Backend, session_id: str) -> None:
     """Tell the shell of a command that has ended to exit, and go on: it leaves in a few
     milliseconds (a kill would wait out the terminate grace, since an interactive shell
     ignores SIGTERM). Saying it twice is harmless, and needed by zsh with jobs running."""
-    with contextlib.suppress(PtyError):  # already gone, or the rules refuse: it stays idle
+    with contextlib.suppress(*REFUSALS):  # already gone, or the rules refuse: it stays idle
         await backend.write(session_id, "exit\r", escapes=False)
 
 
@@ -312,7 +311,7 @@ async def exec_command(backend: Backend, args: ExecCommandArguments) -> Reply:
     )
     try:
         result = await backend.run(info.id, args.cmd, timeout_ms=args.yield_time_ms)
-    except PtyError:
+    except REFUSALS:
         await _close_shell(backend, info.id)  # the command never started
         raise
     except trio.Cancelled:
