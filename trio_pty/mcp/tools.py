@@ -614,9 +614,9 @@ session_id, status, exit code and command.
 Example: {}"""
 
 _KILL = """\
-End a session: its program and everything it started (SIGTERM, then SIGKILL after a short \
-grace). Returns its final status and the output you had not seen yet; read_output still \
-works afterwards.
+End a session: its program and everything it started (a hang-up, SIGTERM, then SIGKILL \
+after a short grace). Returns its final status and the output you had not seen yet; \
+read_output still works afterwards.
 
 Example: {"session_id": "pty_1a2b3c4d"}"""
 
