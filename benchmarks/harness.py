@@ -26,6 +26,7 @@ SCENARIOS: dict[str, str] = {
     "screen": "benchmarks.screen",
     "rpc": "benchmarks.rpc",
     "shell": "benchmarks.shell",
+    "mcp": "benchmarks.mcp",
     "memory": "benchmarks.memory",
 }
 

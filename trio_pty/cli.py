@@ -5,6 +5,7 @@
                    [--no-ui | --ui-assets DIR] [--state-dir DIR | --no-state-dir]
     trio-pty spawn | shell | list | read | write | send | run | commands | screen | wait
              | resize | read-raw | signal | kill | delete-owner | attach | info   (the client)
+    trio-pty mcp [--connect URL] ...   (an MCP server on stdio: docs/mcp.md)
 
 The client verbs are in `trio_pty.console` (docs/protocol.md, "The command-line client").
 They read `--url` (or TRIO_PTY_URL, default ws://127.0.0.1:8765/rpc), `--token` (or
@@ -130,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     add_client_verbs(commands)
+    commands.add_parser("mcp", help="an MCP server on stdio (see trio-pty mcp --help)")
     return parser
 
 
@@ -138,6 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["mcp"]:  # its own options (and its own optional dependency)
+        from trio_pty.mcp import main as mcp_main
+
+        return mcp_main(argv[1:])
     parser = build_parser()
     # Known args only: the text of `write`, `send` and `run` may hold words that look like
     # options (`write ID -1\n`); prepare() gives them back to it, or refuses them.
