@@ -103,7 +103,19 @@ def unprivileged_prefix() -> list[str]:
     setpriv = shutil.which("setpriv")
     if setpriv is None:
         pytest.fail("util-linux setpriv is needed to run the probe as a non-root uid")
-    drop = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    # CAP_DAC_READ_SEARCH (ambient, so it survives exec) lets that uid read the checkout and
+    # its venv wherever CI cloned them (a 0700 temporary directory, say). It changes nothing
+    # the probes measure: reading another process's /proc/PID/environ or mem is decided by
+    # ptrace_may_access, which only CAP_SYS_PTRACE overrides (checked: a hardened process
+    # stays unreadable to such a uid, a dumpable one is read).
+    drop = [
+        setpriv,
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=+dac_read_search",
+        "--ambient-caps=+dac_read_search",
+    ]
     minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
     for python in (sys.executable, f"/usr/bin/{minor}", f"/usr/local/bin/{minor}"):
         if not os.path.exists(python):

@@ -201,7 +201,9 @@ async def test_ctrl_c_reaches_a_program_that_keeps_the_leaders_group(tmp_path: P
     bwrap included. bwrap must survive it (else the sandbox dies) and Python must see it."""
     with trio.fail_after(30):
         async with sandboxed(tmp_path) as manager:
-            info = await manager.spawn(sys.executable, ["-q"], description="repl")
+            # The real interpreter: a venv's may live under /tmp, which the sandbox replaces.
+            python = os.path.realpath(sys.executable)
+            info = await manager.spawn(python, ["-q"], description="repl")
             await manager.write(info.id, "import time; print('g' + 'o'); time.sleep(100)\n")
             await wait_for_text(manager, info.id, "go")
             await manager.write(info.id, "\x03")
