@@ -33,6 +33,10 @@ pytestmark = pytest.mark.skipif(
 FAST = trio_pty.Limits(terminate_grace=0.3)
 
 
+# The real interpreter: a venv's may live under /tmp, which the sandbox replaces.
+REAL_PYTHON = os.path.realpath(sys.executable)
+
+
 def comm(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/comm") as handle:
@@ -201,9 +205,7 @@ async def test_ctrl_c_reaches_a_program_that_keeps_the_leaders_group(tmp_path: P
     bwrap included. bwrap must survive it (else the sandbox dies) and Python must see it."""
     with trio.fail_after(30):
         async with sandboxed(tmp_path) as manager:
-            # The real interpreter: a venv's may live under /tmp, which the sandbox replaces.
-            python = os.path.realpath(sys.executable)
-            info = await manager.spawn(python, ["-q"], description="repl")
+            info = await manager.spawn(REAL_PYTHON, ["-q"], description="repl")
             await manager.write(info.id, "import time; print('g' + 'o'); time.sleep(100)\n")
             await wait_for_text(manager, info.id, "go")
             await manager.write(info.id, "\x03")
