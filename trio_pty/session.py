@@ -51,6 +51,7 @@ _WRITE_CHUNK: Final = 16_384
 _SAFE_START_SCAN: Final = 65_536
 _EIO_POLL: Final = 0.05  # how often a master whose slave ends are all closed is retried
 _SCREEN_RECHECK: Final = 0.005  # a screen wait looks again at most this often under a flood
+_BUSY_POLL: Final = 0.001  # how often a leader that is running is looked at again
 
 Change = Literal["kill", "exit", "torn_down"]
 """What can happen to a session: a kill (kill(), the timeout, a shutdown, or a teardown that
@@ -728,13 +729,16 @@ class Session:
                 exit_signal=self.exit_signal,
             )
 
-    async def write(self, data: bytes) -> tuple[int, int]:
+    async def write(self, data: bytes, *, settle: bool = False) -> tuple[int, int]:
         """Write all of `data` in arrival order, or raise WriteTimeout after io_timeout.
+        With `settle`, first wait until the leader waits (`until_leader_waits`).
 
         Returns (output offset when the write began, bytes written): the output that follows
         the write starts at that offset.
         """
         async with self._write_lock:
+            if settle:
+                await self.until_leader_waits()
             self._check_running()
             start = self.output.end_offset
             written = 0
@@ -779,6 +783,20 @@ class Session:
         spawn.set_window_size(self._master, rows, cols)
         self.rows, self.cols = rows, cols
         self.output.note_size(rows, cols)
+
+    async def until_leader_waits(self) -> None:
+        """Until the leader is blocked in a system call rather than running, at most
+        io_timeout. A shell's line editor waiting for a key is blocked; bash's readline,
+        given SIGINT while it runs (drawing its prompt, a moment after the prompt's marks
+        arrive), handles it only halfway: it drops the line but draws no new prompt and
+        drops the next key typed (docs/shell.md). Usually it is blocked already; no
+        event says when it blocks, so a running one is looked at every millisecond."""
+        with trio.move_on_after(self._limits.io_timeout):
+            while True:
+                entry = proc.read_stat(self.pid)
+                if entry is None or entry.state != "R":
+                    return
+                await trio.sleep(_BUSY_POLL)
 
     def signal_foreground(self, sig: int) -> list[int]:
         """Send `sig` to the processes of the terminal's foreground group (whom Ctrl-C
