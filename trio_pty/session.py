@@ -10,6 +10,7 @@ stops at once.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import math
@@ -735,39 +736,63 @@ class Session:
 
         Returns (output offset when the write began, bytes written): the output that follows
         the write starts at that offset.
+
+        A shell's command round trip waits on these keys, so when the lock is free and the
+        kernel takes them at once they go out before any scheduler round (no timer either);
+        the checkpoint comes after, while the program works on them.
         """
-        async with self._write_lock:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        lock = self._write_lock
+        if lock.locked():
+            await lock.acquire()
+        else:
+            lock.acquire_nowait()
+        try:
             if settle:
                 await self.until_leader_waits()
             self._check_running()
             start = self.output.end_offset
             written = 0
-            with trio.move_on_after(self._limits.io_timeout) as timer:
-                while written < len(data) and self._master >= 0:
+            if len(data) <= _WRITE_CHUNK:
+                # Full (BlockingIOError) or ending (EIO): _write_rest meets it again.
+                with contextlib.suppress(OSError):
+                    written = os.write(self._master, data)
+            if written < len(data):
+                written = await self._write_rest(data, written)
+        finally:
+            lock.release()
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return start, written
+
+    async def _write_rest(self, data: bytes, written: int) -> int:
+        """Write data[written:] as the program reads it, within io_timeout; all of data's
+        length, or WriteTimeout (or the session's end) is raised."""
+        with trio.move_on_after(self._limits.io_timeout) as timer:
+            while written < len(data) and self._master >= 0:
+                try:
+                    written += os.write(self._master, data[written : written + _WRITE_CHUNK])
+                except BlockingIOError:
                     try:
-                        written += os.write(self._master, data[written : written + _WRITE_CHUNK])
-                    except BlockingIOError:
-                        try:
-                            await trio.lowlevel.wait_writable(self._master)
-                        except trio.ClosedResourceError:
-                            break
-                    except OSError as exc:
-                        if exc.errno != errno.EIO:
-                            raise
-                        break  # the slave side is gone: the session is ending
-            if written == len(data):
-                return start, written
-            if not timer.cancelled_caught:
-                # The session ended under us; report how, once the exit is recorded.
-                with trio.move_on_after(self._limits.exit_drain_timeout):
-                    await self._exit_recorded.wait()
-                self._check_running()
-            raise WriteTimeout(
-                self.id,
-                bytes_written=written,
-                total_bytes=len(data),
-                timeout=self._limits.io_timeout,
-            )
+                        await trio.lowlevel.wait_writable(self._master)
+                    except trio.ClosedResourceError:
+                        break
+                except OSError as exc:
+                    if exc.errno != errno.EIO:
+                        raise
+                    break  # the slave side is gone: the session is ending
+        if written == len(data):
+            return written
+        if not timer.cancelled_caught:
+            # The session ended under us; report how, once the exit is recorded.
+            with trio.move_on_after(self._limits.exit_drain_timeout):
+                await self._exit_recorded.wait()
+            self._check_running()
+        raise WriteTimeout(
+            self.id,
+            bytes_written=written,
+            total_bytes=len(data),
+            timeout=self._limits.io_timeout,
+        )
 
     def _write_nowait(self, data: bytes) -> None:
         """Best-effort reply to a terminal query (a real terminal answers at any moment,
