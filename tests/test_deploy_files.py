@@ -70,21 +70,13 @@ TOKEN_FILES = {
     "nomad": "/secrets/token",
 }
 
-PART_2 = "part 2 of issue 19"
-
 
 def pending(reason: str) -> pytest.MarkDecorator:
     return pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)
 
 
-# The options that do not exist yet, by (subcommand, option).
-PENDING_OPTIONS = {
-    ("serve", "--listen-fd"): PART_2,
-    ("serve", "--node-id"): PART_2,
-    ("serve", "--log-format"): PART_2,
-    ("drain", "--deadline"): PART_2,
-    ("spawn", "--idle-timeout"): PART_2,
-}
+# The options that do not exist yet, by (subcommand, option), with the reason of the xfail.
+PENDING_OPTIONS: dict[tuple[str, str], str] = {}
 
 # Options that docs/deploy.md shows on their own in `code` but that belong to other programs.
 OTHER_PROGRAMS_OPTIONS = {"--kill-whom", "--stop-timeout"}
@@ -214,7 +206,9 @@ def test_option_exists(command: str, option: str) -> None:
 @pytest.mark.parametrize(
     "command",
     [
-        pytest.param(command, marks=pending(PART_2)) if command == "drain" else command
+        pytest.param(command, marks=pending(PENDING_OPTIONS[command, ""]))
+        if (command, "") in PENDING_OPTIONS
+        else command
         for command in sorted({command for command, _ in all_options()})
     ],
 )
@@ -279,10 +273,8 @@ def test_kubernetes_grace_covers_the_drain_and_the_teardown() -> None:
     assert grace >= drain + LIMITS.close_timeout + MARGIN
 
 
-@pending(PART_2)
 def test_the_drain_the_files_wait_for_is_the_default() -> None:
-    assert "drain_timeout" in attrs.fields_dict(Limits)
-    assert getattr(LIMITS, "drain_timeout") == DRAIN_SECONDS  # noqa: B009 - not a field yet
+    assert LIMITS.drain_timeout == DRAIN_SECONDS
 
 
 def test_page_states_the_values_of_the_files() -> None:
@@ -291,10 +283,7 @@ def test_page_states_the_values_of_the_files() -> None:
     for field, default, *_ in limits_table[1:]:
         name = field.strip("`")
         value = float(default.removesuffix(" s"))
-        if name == "drain_timeout":
-            assert value == DRAIN_SECONDS  # compared with Limits above, once it exists
-        else:
-            assert value == getattr(LIMITS, name), field
+        assert value == getattr(LIMITS, name), field
     values = {row[0]: row[2] for row in where_table[1:]}
     service = systemd_unit("trio-pty.service")
     assert values["systemd"] == unit_value(service, "Service", "TimeoutStopSec")
@@ -638,25 +627,25 @@ def online(check: Callable[[ServerProcess], None]) -> Check:
 # not, the reason of its xfail.
 FEATURES: dict[str, tuple[Check, str | None]] = {
     "`--token-file FILE`": (offline(lambda: serve_help_has("--token-file")), None),
-    "`SIGUSR1`": (online(sigusr1_drains), PART_2),
-    "`server.drain`": (online(drain_method), PART_2),
-    "`trio-pty drain`": (offline(drain_command), PART_2),
-    "`draining`": (offline(draining_kind), PART_2),
-    "`Limits.drain_timeout`": (offline(drain_timeout), PART_2),
-    "`GET /healthz`": (online(healthz), PART_2),
-    "`server.info` `node`, `draining`, `drain_remaining_s`": (online(info_fields), PART_2),
-    "`--log-format json`": (offline(lambda: serve_help_has("--log-format")), PART_2),
-    "`GET /metrics`": (online(metrics), PART_2),
-    "`--listen-fd N`": (offline(lambda: serve_help_has("--listen-fd")), PART_2),
-    "`--node-id NAME`": (offline(lambda: serve_help_has("--node-id")), PART_2),
-    "`trio_pty.rpc.router.Router`": (offline(router), PART_2),
-    "`Limits.idle_timeout`": (offline(idle_timeout), PART_2),
+    "`SIGUSR1`": (online(sigusr1_drains), None),
+    "`server.drain`": (online(drain_method), None),
+    "`trio-pty drain`": (offline(drain_command), None),
+    "`draining`": (offline(draining_kind), None),
+    "`Limits.drain_timeout`": (offline(drain_timeout), None),
+    "`GET /healthz`": (online(healthz), None),
+    "`server.info` `node`, `draining`, `drain_remaining_s`": (online(info_fields), None),
+    "`--log-format json`": (offline(lambda: serve_help_has("--log-format")), None),
+    "`GET /metrics`": (online(metrics), None),
+    "`--listen-fd N`": (offline(lambda: serve_help_has("--listen-fd")), None),
+    "`--node-id NAME`": (offline(lambda: serve_help_has("--node-id")), None),
+    "`trio_pty.rpc.router.Router`": (offline(router), None),
+    "`Limits.idle_timeout`": (offline(idle_timeout), None),
 }
 
-STATUS_OF_REASON = {
-    None: "available",
-    PART_2: "coming in the next commit",
-}
+
+def status_of(reason: str | None) -> str:
+    """What the page says of a feature: available, or coming while its xfail stands."""
+    return "available" if reason is None else "coming in the next commit"
 
 
 def status_table() -> dict[str, str]:
@@ -671,7 +660,7 @@ def test_status_table_matches_the_marks() -> None:
     table = status_table()
     assert set(table) == set(FEATURES)
     for row, (_, reason) in FEATURES.items():
-        assert table[row] == STATUS_OF_REASON[reason], row
+        assert table[row] == status_of(reason), row
     if all(reason is None for _, reason in FEATURES.values()):
         assert "coming" not in DOC.lower()
 
