@@ -20,6 +20,7 @@ from trio_pty.policy.escapes import decode_escapes
 
 __all__ = [
     "ENV_NAME_PATTERN",
+    "NODE_ID_PATTERN",
     "args",
     "byte_offset",
     "command",
@@ -27,6 +28,7 @@ __all__ = [
     "env",
     "glob_match",
     "int_between",
+    "node_id",
     "owner",
     "read_window",
     "shell_quote",
@@ -223,7 +225,9 @@ def _seconds(field: str, value: object, limits: Limits, *, zero: bool) -> float:
     return float(value)
 
 
-_NODE_ID = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+# A DNS label: session ids carry it (`pty_<node>_<hex>`) and the router reads it back.
+NODE_ID_PATTERN = "[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_NODE_ID = re.compile(NODE_ID_PATTERN)
 
 
 def node_id(value: object) -> str:

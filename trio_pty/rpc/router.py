@@ -27,6 +27,7 @@ import attrs
 import trio
 
 from trio_pty.model import SessionInfo
+from trio_pty.policy.validate import NODE_ID_PATTERN
 from trio_pty.rpc.client import (
     ConnectionFailed,
     ConnectionLost,
@@ -41,7 +42,7 @@ __all__ = ["RoutedDelete", "RoutedList", "Router", "node_of"]
 T = TypeVar("T")
 
 # pty_<node>_<8 hex>: a node is a DNS label, which holds no "_".
-_NODE_ID: Final = re.compile(r"pty_([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)_[0-9a-f]{8}")
+_NODE_ID: Final = re.compile(rf"pty_({NODE_ID_PATTERN})_[0-9a-f]{{8}}")
 
 
 def node_of(session_id: str) -> str:
