@@ -2,11 +2,9 @@
 
 Every timing value is compared with the `Limits` defaults, every option of `trio-pty` that a
 file or the page uses with `--help`, and every row of the page's "What works today" table with
-the code. A feature that is not built yet is an `xfail(strict=True)` that raises
-AssertionError: the moment it exists the test XPASSes, which fails the run until the mark (and
-the page's row) is brought up to date. Nothing here needs a container runtime, a cluster or
-Nomad; systemd units go through `systemd-analyze verify`, which works without systemd as
-PID 1.
+the code (each row says "available", and its feature must exist). Nothing here needs a
+container runtime, a cluster or Nomad; systemd units go through `systemd-analyze verify`,
+which works without systemd as PID 1.
 """
 
 from __future__ import annotations
@@ -70,13 +68,6 @@ TOKEN_FILES = {
     "nomad": "/secrets/token",
 }
 
-
-def pending(reason: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)
-
-
-# The options that do not exist yet, by (subcommand, option), with the reason of the xfail.
-PENDING_OPTIONS: dict[tuple[str, str], str] = {}
 
 # Options that docs/deploy.md shows on their own in `code` but that belong to other programs.
 OTHER_PROGRAMS_OPTIONS = {"--kill-whom", "--stop-timeout"}
@@ -190,28 +181,13 @@ def has_option(command: str, option: str) -> bool:
 
 
 @pytest.mark.parametrize(
-    ("command", "option"),
-    [
-        pytest.param(command, option, marks=pending(PENDING_OPTIONS[command, option]))
-        if (command, option) in PENDING_OPTIONS
-        else (command, option)
-        for command, option in all_options()
-        if option
-    ],
+    ("command", "option"), [(command, option) for command, option in all_options() if option]
 )
 def test_option_exists(command: str, option: str) -> None:
     assert has_option(command, option), f"`trio-pty {command} --help` has no {option}"
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        pytest.param(command, marks=pending(PENDING_OPTIONS[command, ""]))
-        if (command, "") in PENDING_OPTIONS
-        else command
-        for command in sorted({command for command, _ in all_options()})
-    ],
-)
+@pytest.mark.parametrize("command", sorted({command for command, _ in all_options()}))
 def test_command_exists(command: str) -> None:
     assert help_text(command), f"`trio-pty {command} --help` failed"
 
@@ -623,29 +599,23 @@ def online(check: Callable[[ServerProcess], None]) -> Check:
     return lambda tmp_path: with_server(tmp_path, check)
 
 
-# Each row of the table: its first cell, the check that the feature exists, and while it does
-# not, the reason of its xfail.
-FEATURES: dict[str, tuple[Check, str | None]] = {
-    "`--token-file FILE`": (offline(lambda: serve_help_has("--token-file")), None),
-    "`SIGUSR1`": (online(sigusr1_drains), None),
-    "`server.drain`": (online(drain_method), None),
-    "`trio-pty drain`": (offline(drain_command), None),
-    "`draining`": (offline(draining_kind), None),
-    "`Limits.drain_timeout`": (offline(drain_timeout), None),
-    "`GET /healthz`": (online(healthz), None),
-    "`server.info` `node`, `draining`, `drain_remaining_s`": (online(info_fields), None),
-    "`--log-format json`": (offline(lambda: serve_help_has("--log-format")), None),
-    "`GET /metrics`": (online(metrics), None),
-    "`--listen-fd N`": (offline(lambda: serve_help_has("--listen-fd")), None),
-    "`--node-id NAME`": (offline(lambda: serve_help_has("--node-id")), None),
-    "`trio_pty.rpc.router.Router`": (offline(router), None),
-    "`Limits.idle_timeout`": (offline(idle_timeout), None),
+# Each row of the table, by its first cell: the check that the feature exists.
+FEATURES: dict[str, Check] = {
+    "`--token-file FILE`": offline(lambda: serve_help_has("--token-file")),
+    "`SIGUSR1`": online(sigusr1_drains),
+    "`server.drain`": online(drain_method),
+    "`trio-pty drain`": offline(drain_command),
+    "`draining`": offline(draining_kind),
+    "`Limits.drain_timeout`": offline(drain_timeout),
+    "`GET /healthz`": online(healthz),
+    "`server.info` `node`, `draining`, `drain_remaining_s`": online(info_fields),
+    "`--log-format json`": offline(lambda: serve_help_has("--log-format")),
+    "`GET /metrics`": online(metrics),
+    "`--listen-fd N`": offline(lambda: serve_help_has("--listen-fd")),
+    "`--node-id NAME`": offline(lambda: serve_help_has("--node-id")),
+    "`trio_pty.rpc.router.Router`": offline(router),
+    "`Limits.idle_timeout`": offline(idle_timeout),
 }
-
-
-def status_of(reason: str | None) -> str:
-    """What the page says of a feature: available, or coming while its xfail stands."""
-    return "available" if reason is None else "coming in the next commit"
 
 
 def status_table() -> dict[str, str]:
@@ -654,30 +624,15 @@ def status_table() -> dict[str, str]:
     return {row[0]: row[2] for row in table[1:]}
 
 
-def test_status_table_matches_the_marks() -> None:
-    """The page says "coming" exactly where this file expects a feature to be missing; once
-    nothing is missing, the page promises nothing any more."""
+def test_the_status_table_has_a_checked_row_for_every_feature() -> None:
+    """Every row is checked below, and says "available": the page promises nothing more."""
     table = status_table()
     assert set(table) == set(FEATURES)
-    for row, (_, reason) in FEATURES.items():
-        assert table[row] == status_of(reason), row
-    if all(reason is None for _, reason in FEATURES.values()):
-        assert "coming" not in DOC.lower()
+    for row, status in table.items():
+        assert status == "available", row
+    assert "coming" not in DOC.lower()
 
 
-@pytest.mark.parametrize(
-    "row",
-    [
-        pytest.param(row, marks=pending(reason)) if reason else row
-        for row, (_, reason) in FEATURES.items()
-    ],
-)
+@pytest.mark.parametrize("row", list(FEATURES))
 def test_feature_exists(row: str, tmp_path: Path) -> None:
-    check, _ = FEATURES[row]
-    check(tmp_path)
-
-
-def test_option_rows_are_marked_like_the_option_tests() -> None:
-    options = {row.strip("`").split()[0]: reason for row, (_, reason) in FEATURES.items()}
-    for option in ("--token-file", "--log-format", "--listen-fd", "--node-id"):
-        assert options[option] == PENDING_OPTIONS.get(("serve", option)), option
+    FEATURES[row](tmp_path)
