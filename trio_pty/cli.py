@@ -26,6 +26,7 @@ import gc
 import logging
 import os
 import secrets
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -300,12 +301,29 @@ def _serve(args: argparse.Namespace) -> int:
     if _dumpable():
         _fail("error: this process became dumpable again; refusing to serve")
         return EXIT_ERROR
+    # `serve` handles these through a trio signal receiver, which puts back what it found
+    # when `serve` is done, and the interpreter's exit puts back the defaults of signals
+    # it handles. One more signal from a supervisor that repeats itself while the process
+    # exits then turned a clean exit into 130 or a signal death. So the receiver finds a
+    # handler that does nothing (a handler, unlike SIG_IGN, is not inherited by the
+    # sessions' commands), and once trio is done, when nothing is started any more, they
+    # are ignored.
+    served = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
+    for signum in served:
+        signal.signal(signum, _after_serve)
     try:
         with unwrap_group():
             return trio.run(serve.serve, settings)
     except OSError as exc:
         _fail(f"error: cannot listen on {options.host}:{options.port}: {exc.strerror or exc}")
         return EXIT_ERROR
+    finally:
+        for signum in served:
+            signal.signal(signum, signal.SIG_IGN)
+
+
+def _after_serve(signum: int, frame: object) -> None:
+    """A signal that arrives once `serve` is done changes nothing: the teardown has run."""
 
 
 def _configure_logging(level: str, log_format: str) -> None:
