@@ -645,9 +645,12 @@ class Manager(metaclass=_NoPublicConstructor):
         marks = session.shell
         # Ctrl-C at the prompt: delivered whole, as by `signal`.
         interrupt = marks is not None and marks.running is None and b"\x03" in raw
-        start, written = await session.write(raw, settle=interrupt)
         if marks is not None:
-            marks.keys_typed(raw)  # Enter or Ctrl-C at the prompt: a new one comes
+            # Enter or Ctrl-C at the prompt: a new one comes. Said before the keys go out:
+            # said after, the shell's D could be read while the write awaits, and the next
+            # `run` would wait its whole timeout for another.
+            marks.keys_typed(raw)
+        start, written = await session.write(raw, settle=interrupt)
         result = WriteResult(id=session.id, bytes_written=written, offset=start)
         if wait is None:
             return result
