@@ -238,7 +238,25 @@ TOKENS = [
     b"\x7f",
     b"1234567890",
 ]
-streams = st.lists(st.sampled_from(TOKENS), max_size=60).map(b"".join)
+# Every C1 control, as it arrives (UTF-8 encoded, C2 80 .. C2 9F).
+C1_CONTROLS = [chr(code).encode() for code in range(0x80, 0xA0)]
+streams = st.lists(
+    st.one_of(
+        st.sampled_from(TOKENS),
+        st.sampled_from(C1_CONTROLS),
+        # Arbitrary bytes, mixed with ESC and the starts of sequences: what a broken or
+        # hostile program prints.
+        st.binary(max_size=6),
+        st.sampled_from([b"\x1b", b"\x1b[", b"\x1b]", b"\x1bP", b"\xc2"]),
+    ),
+    max_size=60,
+).map(b"".join)
+
+
+def test_every_c1_control_is_removed() -> None:
+    clean = TextCleaner(4096).clean
+    for control in C1_CONTROLS:
+        assert clean(b"a" + control + b"b") == "ab", control
 
 
 @given(raw=streams, max_escape_length=st.integers(min_value=1, max_value=12))
