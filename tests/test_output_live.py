@@ -233,14 +233,16 @@ async def test_ctrl_c_through_escapes_interrupts_the_foreground_job() -> None:
 
 async def test_a_slow_pattern_never_stalls_other_tasks() -> None:
     """RE2 is linear but a DFA-hostile pattern runs at ~150 ms/MB: the search goes in
-    slices with checkpoints in between and stops after max_search_ms with has_more."""
+    slices with checkpoints in between and stops after max_search_ms with has_more. The
+    whole scan (1 MB, 16 slices) takes ~150 ms; with a budget of 20 ms it must take several
+    reads, each returning with has_more."""
     program = (
         "import random\n"
         "random.seed(7)\n"
         "for _ in range(13000):\n"
         "    print(''.join(random.choice('ab') for _ in range(79)))\n"
     )
-    limits = Limits(terminate_grace=0.3, max_search_ms=100, search_slice_bytes=65536)
+    limits = Limits(terminate_grace=0.3, max_search_ms=20, search_slice_bytes=65536)
     with trio.fail_after(30):
         async with trio_pty.open_manager(limits) as manager:
             info = await manager.spawn("python3", ["-c", program], description="a/b")
@@ -271,3 +273,5 @@ async def test_a_slow_pattern_never_stalls_other_tasks() -> None:
                 done = True
             assert largest_gap < 0.15, largest_gap
             assert offset <= page.total_lines
+            # The budget stopped the scan: one read that went through it all would say 1.
+            assert calls >= 2, calls
