@@ -267,6 +267,7 @@ async def test_a_restart_on_the_state_dir_ends_what_a_killed_manager_and_keeper_
             assert len(records) == 4 and "manager.json" in records
             await poll_until(lambda: len(_alive(manager_id)) >= AT_LEAST)
             left = {e.key for e in _alive(manager_id)}
+            process.send_signal(signal.SIGSTOP)  # it would replace a keeper killed first
             _end(_keepers(manager_id))
             process.send_signal(signal.SIGKILL)
             await _died(process)
@@ -382,6 +383,7 @@ async def test_trio_pty_serve_restarted_on_its_state_dir_ends_what_it_left(tmp_p
             assert tags is not None
             manager_id = tags[0]
             await poll_until(lambda: len(_alive(manager_id)) >= AT_LEAST)
+            first.proc.send_signal(signal.SIGSTOP)  # it would replace a keeper killed first
             _end(_keepers(manager_id))
             first.proc.send_signal(signal.SIGKILL)
             await _died(first.proc)
