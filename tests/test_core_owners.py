@@ -124,9 +124,9 @@ async def test_limit_exceeded_lists_live_ids_and_eviction_makes_room() -> None:
 
 async def test_delete_owner_reaps_everything_and_refuses_later_spawns() -> None:
     """Six sessions that ignore SIGHUP and SIGTERM, so each teardown takes the grace: done
-    concurrently that is one grace (measured: at most grace + 0.05 s, with both cores busy),
-    one after another six."""
-    limits = Limits(terminate_grace=0.3, max_sessions=16, max_sessions_per_owner=8)
+    concurrently that is one grace (measured: at most grace + 0.05 s with both cores busy,
+    grace + 0.8 s at a load average of 8 on the 2 cores), one after another six (3 s)."""
+    limits = Limits(terminate_grace=0.5, max_sessions=16, max_sessions_per_owner=8)
     stubborn = "trap '' HUP TERM; sleep 100 & echo ready; wait"
     with trio.fail_after(10):
         async with trio_pty.open_manager(limits) as manager:
@@ -140,7 +140,7 @@ async def test_delete_owner_reaps_everything_and_refuses_later_spawns() -> None:
             start = trio.current_time()
             assert await manager.delete_owner("chat") == 6
             elapsed = trio.current_time() - start
-            assert limits.terminate_grace <= elapsed < 2 * limits.terminate_grace, elapsed
+            assert limits.terminate_grace <= elapsed < limits.terminate_grace + 1, elapsed
             assert manager.list("chat") == []
             assert all(not alive(info.pid) for info in doomed)
             assert all(tagged_processes(manager, info.id) == [] for info in doomed)
