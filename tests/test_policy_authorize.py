@@ -37,6 +37,8 @@ from trio_pty.policy.authorize import (
 )
 from trio_pty.policy.validate import shell_quote
 
+from .helpers import site_dirs, unprivileged_prefix
+
 chars = st.characters(codec="utf-8", exclude_characters="\0")
 
 
@@ -371,13 +373,35 @@ def test_nul_in_path_is_invalid_input(tree: Path) -> None:
         open_workdir("a\0b", root=str(tree / "root"))
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root can open any directory")
+UNREADABLE_PROBE = """
+import sys
+from trio_pty.errors import InvalidInput
+from trio_pty.policy.authorize import open_workdir
+try:
+    open_workdir("locked", root=sys.argv[1]).close()
+except InvalidInput as refusal:
+    print(refusal)
+else:
+    print("opened")
+"""
+
+
 def test_unreadable_directory(tree: Path) -> None:
+    """In a child that cannot override file modes (as root, as in CI, it drops the
+    capabilities that would let it open any directory)."""
     locked = tree / "root" / "locked"
     locked.mkdir(mode=0)
     try:
-        with pytest.raises(InvalidInput, match="Permission denied"):
-            open_workdir("locked", root=str(tree / "root"))
+        probe = subprocess.run(
+            [*unprivileged_prefix(file_modes=True), "-c", UNREADABLE_PROBE, str(tree / "root")],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(site_dirs())},
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+        assert "Permission denied" in probe.stdout, probe
+        assert probe.stdout.startswith("workdir"), probe
     finally:
         locked.chmod(0o700)
 
