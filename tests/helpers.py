@@ -7,8 +7,10 @@ import shutil
 import site
 import subprocess
 import sys
+import types
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -84,6 +86,31 @@ def tagged_by_session(manager: Manager) -> dict[str, list[int]]:
         if tags is not None:
             found.setdefault(tags[1], []).append(entry.pid)
     return found
+
+
+def python_steps(function: Callable[[], object]) -> int:
+    """How many lines of trio_pty's Python ran while `function` ran: a count of work that
+    does not depend on the machine or its load, for "stays linear" checks (speed itself is
+    measured in benchmarks/). Work done in C (a regex scan) is not counted."""
+    package = str(Path(trio_pty.__file__).resolve().parent)
+    steps = 0
+
+    def local(frame: types.FrameType, event: str, arg: object) -> Any:
+        nonlocal steps
+        if event == "line":
+            steps += 1
+        return local
+
+    def call(frame: types.FrameType, event: str, arg: object) -> Any:
+        return local if frame.f_code.co_filename.startswith(package) else None
+
+    previous = sys.gettrace()
+    sys.settrace(call)
+    try:
+        function()
+    finally:
+        sys.settrace(previous)
+    return steps
 
 
 def site_dirs() -> list[str]:
