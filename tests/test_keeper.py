@@ -28,7 +28,7 @@ from trio_pty import Limits
 from trio_pty.posix import keeper, proc
 
 from . import leaks
-from .helpers import poll_until
+from .helpers import poll_until, site_dirs, unprivileged_prefix
 from .rpc_support import start_server
 
 GRACE = 0.5
@@ -249,6 +249,70 @@ async def test_no_keeper_is_left_after_a_normal_close() -> None:
             await manager.spawn("sleep", ["100"], description="s")
         assert proc.read_stat(guard.pid) is None  # gone and reaped
         assert leaks.open_fds() == fds
+
+
+# A manager run as a non-root uid, whose session (the same uid) probes the manager's keeper
+# and, as the control that the probe is sound, the manager itself (left dumpable here).
+KEEPER_PROBE = r"""
+import json, os, sys
+for directory in json.loads(sys.argv[1]):
+    import site; site.addsitedir(directory)
+import trio, trio_pty
+
+PROBE = (
+    "for who in keeper=$0 parent=$PPID; do p=${who#*=}; "
+    "if cat /proc/$p/environ >/dev/null 2>&1; "
+    "then echo ${who%=*}-environ=read; else echo ${who%=*}-environ=denied; fi; "
+    "if (exec 3</proc/$p/mem) 2>/dev/null; "
+    "then echo ${who%=*}-mem=read; else echo ${who%=*}-mem=denied; fi; done; echo probe-end"
+)
+
+def keeper_pid():
+    # Our child started by `python -S` (a session leader's argv is its command's).
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as children:
+            for pid in children.read().split():
+                with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                    if b"-S" in cmdline.read().split(b"\0"):
+                        return int(pid)
+    raise SystemExit("no keeper found")
+
+async def main():
+    async with trio_pty.open_manager(root="/") as manager:
+        pid = keeper_pid()
+        # It hardens itself once its Python runs; its /proc files then belong to root.
+        with trio.move_on_after(10):
+            while os.stat(f"/proc/{pid}/environ").st_uid != 0:
+                await trio.sleep(0.01)
+        info = await manager.spawn(
+            "sh", ["-c", PROBE, str(pid)], description="probe",
+            ready=trio_pty.Wait(pattern="probe-end", timeout_ms=20000),
+        )
+        words = dict(line.text.split("=", 1) for line in info.ready.lines if "=" in line.text)
+    print(json.dumps({"uid": os.getuid(), **words}))
+
+trio.run(main)
+"""
+
+
+async def test_the_keeper_is_unreadable_to_sessions_of_its_uid() -> None:
+    """The keeper makes itself non-dumpable: a session of the same non-root uid cannot read
+    its /proc/PID/environ or open its mem (another uid never could). Run as uid 65534 when
+    the tests run as root, since root reads any process's /proc files."""
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [*unprivileged_prefix(), "-c", KEEPER_PROBE, json.dumps(site_dirs())],
+            cwd="/",
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    result = json.loads(done.stdout.decode().splitlines()[-1])
+    assert result["uid"] != 0
+    # The control: the same probe reads the manager's process, which is dumpable here.
+    assert (result["parent-environ"], result["parent-mem"]) == ("read", "read")
+    assert (result["keeper-environ"], result["keeper-mem"]) == ("denied", "denied")
 
 
 # ------------------------------------------------------------------ the state directory

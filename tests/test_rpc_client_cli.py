@@ -5,6 +5,7 @@ terminal restored)."""
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
 import sys
 import time
@@ -212,6 +213,41 @@ async def test_client_reports_connection_failures() -> None:
         with pytest.raises(ConnectionFailed, match="not a ws"):
             async with connect("http://127.0.0.1/rpc", "x"):
                 pass
+
+
+@pytest.mark.parametrize("how", ["close", "reset"])
+async def test_connect_fails_at_once_when_the_server_closes_before_the_handshake(
+    how: str,
+) -> None:
+    """A port that accepts and closes (not a trio-pty server): before, `connect` waited for a
+    handshake response until connect_timeout (10 s) and then said it timed out."""
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+
+    async def accept_and_close() -> None:
+        while True:
+            accepted, _ = await listener.accept()
+            if how == "reset":  # an RST instead of a FIN
+                accepted.setsockopt(
+                    trio.socket.SOL_SOCKET, trio.socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )
+            accepted.close()
+
+    with listener, trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(accept_and_close)
+            for _ in range(3):
+                with pytest.raises(ConnectionFailed, match="cannot connect") as failed:
+                    async with connect(f"ws://127.0.0.1:{port}/rpc", "x", connect_timeout=10):
+                        pass
+                assert "timed out" not in str(failed.value)
+            nursery.cancel_scope.cancel()
+    # The port closed: refused, said so.
+    with trio.fail_after(5), pytest.raises(ConnectionFailed, match="Connection refused"):
+        async with connect(f"ws://127.0.0.1:{port}/rpc", "x"):
+            pass
 
 
 @given(st.binary(max_size=200))

@@ -116,6 +116,44 @@ def test_empty_lines_comments_and_the_first_prompt_make_no_record() -> None:
     assert shell.marks.records(10) == [] and shell.marks.prompts == 4
 
 
+def test_leaving_the_prompt_waits_for_the_d_and_the_prompt_after_it() -> None:
+    """Ctrl-C (a signal or the key) or Enter at the prompt: the prompt is not up again until
+    the shell has reported D and drawn the next one; a prompt drawn before the shell got the
+    key does not count, and the D ends no command."""
+    shell = started()
+    shell.marks.keys_typed(b"ls -l")  # a partial line: still at the prompt
+    assert shell.marks.at_prompt
+    shell.marks.keys_typed(b"\x03")
+    assert not shell.marks.at_prompt
+    shell.print(A + "$ " + B)  # a redraw already on its way
+    assert not shell.marks.at_prompt and shell.marks.prompts == 1
+    shell.print("^C" + PASTE_OFF + "\r\r\n" + D(130))
+    assert not shell.marks.at_prompt
+    shell.print(PASTE_ON + A + "$ " + B)
+    assert shell.marks.at_prompt and shell.marks.prompts == 2
+    assert shell.marks.records(10) == []
+    shell.marks.keys_typed(b"\r")
+    record = shell.marks.submit("echo hi")  # what a run that did not wait would do
+    shell.print("\r\n" + prompt(0))
+    assert record.state == "exited"  # the empty line's D: why run waits
+
+
+def test_leaving_changes_nothing_while_a_command_runs_or_without_end_marks() -> None:
+    shell = started()
+    record = shell.marks.submit("sleep 9")
+    shell.print("sleep 9\r\n" + C)
+    shell.marks.leave_prompt()  # Ctrl-C for the command
+    shell.print("^C\r\n" + prompt(130))
+    assert (record.state, record.exit_code) == ("exited", 130) and shell.marks.at_prompt
+    # PROMPT_COMMAND replaced: no D comes, the next prompt counts
+    shell.marks.submit("PROMPT_COMMAND=true")
+    shell.print("x\r\n" + C + A + "$ " + B)
+    shell.marks.leave_prompt()
+    assert not shell.marks.at_prompt
+    shell.print("^C\r\n" + A + "$ " + B)
+    assert shell.marks.at_prompt
+
+
 def test_a_syntax_error_closes_the_command_without_a_c_mark() -> None:
     shell = started()
     record = shell.marks.submit("if then")

@@ -52,15 +52,37 @@ async def test_the_running_command_gets_it_and_the_shell_does_not(tmp_path: Path
             assert (last.command, last.exit_code) == ("sleep 30", 130)
             assert manager.get(info.id).status == "running" and alive(info.pid)
 
-            # At the prompt the shell itself is in front: bash's line editor drops the line
-            # and draws a new prompt (a `run` must wait for it: typed before, its keys and
-            # its report would mix with the redraw).
-            await manager.read(info.id, since="last")
+            # At the prompt the shell itself is in front: its line editor drops the line and
+            # draws a new prompt, which `run` waits for.
             again = await manager.signal(info.id, "int")
             assert again.pids == [info.pid]
-            await manager.read(info.id, since="last", wait=Wait(idle_ms=300, timeout_ms=5000))
             done = await manager.run(info.id, "echo still here")
             assert [line.text for line in done.lines] == ["still here"]
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+@pytest.mark.parametrize("how", ["signal", "ctrl-c", "enter"])
+async def test_run_right_after_leaving_the_prompt(tmp_path: Path, shell: str, how: str) -> None:
+    """SIGINT, a typed Ctrl-C or Enter at the prompt make the line editor drop its line, and
+    the shell report D and draw a new prompt: a `run` right after must wait for that prompt.
+    Typed before it, its keys met the editor's clean-up (bash ran `cho`, a key lost) and the
+    interrupt's D;130 was taken for the command's end (130 with no output): before the fix,
+    every case failed in its first round."""
+    environ = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+    with trio.fail_after(30):
+        async with trio_pty.open_manager(FAST, environ=environ) as manager:
+            info = await manager.spawn_shell(description="sh", shell=shell, rc=False)
+            for round in range(5):
+                if how == "signal":
+                    assert (await manager.signal(info.id, "INT")).pids == [info.pid]
+                else:
+                    await manager.write(info.id, "\x03" if how == "ctrl-c" else "\r")
+                assert not manager.get(info.id).at_prompt  # until the new prompt is up
+                result = await manager.run(info.id, f"echo round {round}", timeout_ms=5000)
+                assert (result.reason, result.exit_code) == ("exited", 0)
+                assert [line.text for line in result.lines] == [f"round {round}"]
+            commands = manager.commands(info.id)
+            assert [c.command for c in commands] == [f"echo round {n}" for n in range(5)]
 
 
 async def test_a_program_handles_its_signal_and_an_ended_session_refuses() -> None:

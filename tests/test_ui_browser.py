@@ -10,7 +10,8 @@ output stays readable; the `?owner=` filter, the spawn form and a wrong token. T
 check the page's layout and tools at 1280 and 420 px wide: the spawn form neither cut off
 nor over the rows, the sticky header opaque, newest sessions first, sorting, the filter box,
 the terminal title, the resizable split, CJK and emoji (their cells and their glyphs), tabs
-and the grid, and scrollback search. No CSP violation and no page error may happen.
+and the grid, and scrollback search; a read-only token watches a live session without
+driving it. No CSP violation and no page error may happen.
 
 Skipped when Playwright, Chromium (/usr/bin/chromium, or TRIO_PTY_CHROMIUM) or the local
 xterm.js copy (`python3 trio_pty/ui/vendor.py fetch`; the CDN is not reachable from tests) is
@@ -41,6 +42,16 @@ from trio_pty.ui import vendor
 from trio_pty.wire import ListParams, OwnerDeleteParams, SpawnParams, WriteParams
 
 from .rpc_support import TEST_CONFIG, ServerProcess, start_server, wait_no_server_processes
+
+# A read-only token of the config's [[tokens]] (a dashboard's): it may watch, not drive.
+WATCHER_TOKEN = "watcher-" + "5" * 40
+WATCHER_CONFIG = """
+[[tokens]]
+name = "watcher"
+env = "TRIO_PTY_TEST_WATCHER_TOKEN"
+owners = ["*"]
+read_only = true
+"""
 
 REQUIRED = os.environ.get("TRIO_PTY_REQUIRE_BROWSER") == "1"
 CHROMIUM = os.environ.get("TRIO_PTY_CHROMIUM", "/usr/bin/chromium")
@@ -142,7 +153,12 @@ def wait_browser_gone(before: set[int]) -> None:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     _playwright()  # skip (or fail) before starting anything
     config = TEST_CONFIG.replace("max_sessions_per_owner = 3", "max_sessions_per_owner = 16")
-    process = start_server(tmp_path_factory.mktemp("browser"), config=config)
+    config += WATCHER_CONFIG
+    process = start_server(
+        tmp_path_factory.mktemp("browser"),
+        config=config,
+        env={"TRIO_PTY_TEST_WATCHER_TOKEN": WATCHER_TOKEN},
+    )
     try:
         yield process
     finally:
@@ -195,7 +211,9 @@ class Monitor:
         self.owners.add(name)
         return name
 
-    def open(self, width: int, query: str = "", *, listen: bool = True) -> Any:
+    def open(
+        self, width: int, query: str = "", *, listen: bool = True, url: str | None = None
+    ) -> Any:
         page = self.context.new_page()
         page.set_viewport_size({"width": width, "height": HEIGHT})
         page.set_default_timeout(STEP_TIMEOUT_MS)
@@ -206,7 +224,7 @@ class Monitor:
             )
             page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
         self.pages.append(page)
-        page.goto(self.url + query)
+        page.goto((url or self.url) + query)
         return page
 
     def spawn(self, *specs: SpawnParams) -> list[SessionInfo]:
@@ -915,3 +933,42 @@ def test_shell_session_lists_each_command_with_its_exit_code(monitor: Monitor, w
     monitor.shot(page, f"monitor-commands-{width}.png", _clip_terminals(page))
     page.keyboard.press("Control+c")
     poll(page, f"{codes}[4].querySelector('.code').textContent === '130'")
+
+
+# --------------------------------------------------------------------------------------------
+# A read-only token
+
+
+def test_a_read_only_token_watches_a_live_session(monitor: Monitor) -> None:
+    """A read-only token may attach only without `driver`: the page watches a running
+    session (its output so far, then live), sends no keys and no sizes, and offers no kill
+    or spawn. Before, it attached as a driver, was refused, and showed nothing."""
+    owner = monitor.owner("watched")
+    script = 'echo WATCH-ME; while read line; do echo "GOT $line"; done'
+    (info,) = monitor.spawn(sh(owner, script, "watched", ready=Wait(pattern="WATCH-ME")))
+    page = monitor.open(1200, "?token=" + WATCHER_TOKEN, url=monitor.url.partition("?")[0])
+    connected(page)
+    poll(page, f"{MONITOR}.status().readOnly")
+    page.locator(f"#sessions tbody tr[data-id='{info.id}']").click()
+    rendered(page, "WATCH-ME")
+    monitor.write(info, "from elsewhere\n", "GOT from elsewhere")
+    rendered(page, "GOT from elsewhere")
+    # Keys typed into the view and a new size reach nothing.
+    before = monitor.session(info)
+    page.locator(".view.active .term").click()
+    page.keyboard.type("typed")
+    page.keyboard.press("Enter")
+    cols = status(page)["cols"]
+    page.set_viewport_size({"width": 700, "height": 560})
+    poll(page, f"{MONITOR}.status().cols !== {cols}")  # the view refitted
+    page.wait_for_timeout(300)
+    after = monitor.session(info)
+    assert (after.byte_count, after.rows, after.cols) == (
+        before.byte_count,
+        before.rows,
+        before.cols,
+    )
+    assert "GOT typed" not in page.evaluate(f"{MONITOR}.lines()")
+    assert page.locator("#kill").is_disabled() and page.locator("#cleanup").is_disabled()
+    assert page.locator("#spawn-toggle").is_hidden()
+    assert "read-only" in page.locator("#term-note").inner_text()

@@ -14,6 +14,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from signal import SIGINT
 from typing import Any, Literal, NoReturn, TypeVar
 
 import attrs
@@ -641,7 +642,12 @@ class Manager(metaclass=_NoPublicConstructor):
         prompts_seen = None
         if wait is not None and wait.prompt and session.shell is not None:
             prompts_seen = session.shell.prompts  # a prompt drawn after this write began
-        start, written = await session.write(raw)
+        marks = session.shell
+        # Ctrl-C at the prompt: delivered whole, as by `signal`.
+        interrupt = marks is not None and marks.running is None and b"\x03" in raw
+        start, written = await session.write(raw, settle=interrupt)
+        if marks is not None:
+            marks.keys_typed(raw)  # Enter or Ctrl-C at the prompt: a new one comes
         result = WriteResult(id=session.id, bytes_written=written, offset=start)
         if wait is None:
             return result
@@ -1002,7 +1008,13 @@ class Manager(metaclass=_NoPublicConstructor):
         `kill` and `resize`, it needs no authorization: it cannot start anything."""
         session = self._session(session_id, owner)
         number, name = validate.signal_name(signal)
+        marks = session.shell
+        at_prompt = number == SIGINT and marks is not None and marks.running is None
+        if at_prompt:
+            await session.until_leader_waits()  # so that its line editor handles it whole
         pids = session.signal_foreground(number)
+        if at_prompt and marks is not None and pids:
+            marks.leave_prompt()  # the shell drops its line: run waits for its new prompt
         return SignalResult(id=session.id, signal=name, pids=pids)
 
     @asynccontextmanager

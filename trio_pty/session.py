@@ -10,6 +10,7 @@ stops at once.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import math
@@ -52,6 +53,7 @@ _WRITE_CHUNK: Final = 16_384
 _SAFE_START_SCAN: Final = 65_536
 _EIO_POLL: Final = 0.05  # how often a master whose slave ends are all closed is retried
 _SCREEN_RECHECK: Final = 0.005  # a screen wait looks again at most this often under a flood
+_BUSY_POLL: Final = 0.001  # how often a leader that is running is looked at again
 
 Change = Literal["kill", "exit", "torn_down"]
 """What can happen to a session: a kill (kill(), the timeout, a shutdown, or a teardown that
@@ -799,43 +801,72 @@ class Session:
                 exit_signal=self.exit_signal,
             )
 
-    async def write(self, data: bytes) -> tuple[int, int]:
+    async def write(self, data: bytes, *, settle: bool = False) -> tuple[int, int]:
         """Write all of `data` in arrival order, or raise WriteTimeout after io_timeout.
+        With `settle`, first wait until the leader waits (`until_leader_waits`).
 
         Returns (output offset when the write began, bytes written): the output that follows
         the write starts at that offset.
+
+        A shell's command round trip waits on these keys, so when the lock is free and the
+        kernel takes them at once they go out before any scheduler round (no timer either);
+        the checkpoint comes after, while the program works on them.
         """
-        async with self._write_lock:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        lock = self._write_lock
+        if lock.locked():
+            await lock.acquire()
+        else:
+            lock.acquire_nowait()
+        try:
+            if settle:
+                await self.until_leader_waits()
             self._check_running()
             start = self.output.end_offset
             written = 0
-            with trio.move_on_after(self._limits.io_timeout) as timer:
-                while written < len(data) and self._master >= 0:
+            if len(data) <= _WRITE_CHUNK:
+                # Full (BlockingIOError) or ending (EIO): _write_rest meets it again.
+                with contextlib.suppress(OSError):
+                    written = os.write(self._master, data)
+            if written < len(data):
+                written = await self._write_rest(data, written)
+            else:
+                self._last_input_at = trio.current_time()
+        finally:
+            lock.release()
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return start, written
+
+    async def _write_rest(self, data: bytes, written: int) -> int:
+        """Write data[written:] as the program reads it, within io_timeout; all of data's
+        length, or WriteTimeout (or the session's end) is raised."""
+        with trio.move_on_after(self._limits.io_timeout) as timer:
+            while written < len(data) and self._master >= 0:
+                try:
+                    written += os.write(self._master, data[written : written + _WRITE_CHUNK])
+                except BlockingIOError:
                     try:
-                        written += os.write(self._master, data[written : written + _WRITE_CHUNK])
-                    except BlockingIOError:
-                        try:
-                            await trio.lowlevel.wait_writable(self._master)
-                        except trio.ClosedResourceError:
-                            break
-                    except OSError as exc:
-                        if exc.errno != errno.EIO:
-                            raise
-                        break  # the slave side is gone: the session is ending
-            self._last_input_at = trio.current_time()
-            if written == len(data):
-                return start, written
-            if not timer.cancelled_caught:
-                # The session ended under us; report how, once the exit is recorded.
-                with trio.move_on_after(self._limits.exit_drain_timeout):
-                    await self._exit_recorded.wait()
-                self._check_running()
-            raise WriteTimeout(
-                self.id,
-                bytes_written=written,
-                total_bytes=len(data),
-                timeout=self._limits.io_timeout,
-            )
+                        await trio.lowlevel.wait_writable(self._master)
+                    except trio.ClosedResourceError:
+                        break
+                except OSError as exc:
+                    if exc.errno != errno.EIO:
+                        raise
+                    break  # the slave side is gone: the session is ending
+        self._last_input_at = trio.current_time()
+        if written == len(data):
+            return written
+        if not timer.cancelled_caught:
+            # The session ended under us; report how, once the exit is recorded.
+            with trio.move_on_after(self._limits.exit_drain_timeout):
+                await self._exit_recorded.wait()
+            self._check_running()
+        raise WriteTimeout(
+            self.id,
+            bytes_written=written,
+            total_bytes=len(data),
+            timeout=self._limits.io_timeout,
+        )
 
     def _write_nowait(self, data: bytes) -> None:
         """Best-effort reply to a terminal query (a real terminal answers at any moment,
@@ -851,6 +882,20 @@ class Session:
         spawn.set_window_size(self._master, rows, cols)
         self.rows, self.cols = rows, cols
         self.output.note_size(rows, cols)
+
+    async def until_leader_waits(self) -> None:
+        """Until the leader is blocked in a system call rather than running, at most
+        io_timeout. A shell's line editor waiting for a key is blocked; bash's readline,
+        given SIGINT while it runs (drawing its prompt, a moment after the prompt's marks
+        arrive), handles it only halfway: it drops the line but draws no new prompt and
+        drops the next key typed (docs/shell.md). Usually it is blocked already; no
+        event says when it blocks, so a running one is looked at every millisecond."""
+        with trio.move_on_after(self._limits.io_timeout):
+            while True:
+                entry = proc.read_stat(self.pid)
+                if entry is None or entry.state != "R":
+                    return
+                await trio.sleep(_BUSY_POLL)
 
     def signal_foreground(self, sig: int) -> list[int]:
         """Send `sig` to the processes of the terminal's foreground group (whom Ctrl-C

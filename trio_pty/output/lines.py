@@ -256,7 +256,10 @@ class TextCleaner:
         if b"\xc2" in raw:
             text = _C1.sub("", text)
         if "\r" in text:
-            text = text.replace("\r\n", "\n")
+            # A CR before a newline is part of the line end, not a move; so is one that ends
+            # the text (an unfinished line's CRLF half-arrived, or a line cleaned alone): the
+            # line reads the same before and after its newline arrives.
+            text = text.replace("\r\n", "\n").removesuffix("\r")
         special = "\r" in text or "\x08" in text
         if "\x1b" in text and not special:
             # Erasing to the end with the cursor at the end (nothing moved it) erases nothing.

@@ -27,7 +27,7 @@ import ssl
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 import attrs
 import trio
@@ -366,6 +366,8 @@ def _describe(exc: BaseException) -> str:
     cause = exc.__cause__ or exc.__context__
     if isinstance(exc, HandshakeError) and cause is not None:
         exc = cause
+    elif isinstance(cause, BaseExceptionGroup) and isinstance(cause.exceptions[-1], OSError):
+        exc = cause.exceptions[-1]  # trio's "all attempts to connect failed": the last one's
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc) or type(exc).__name__
@@ -416,14 +418,14 @@ async def connect(
                             server_hostname=host,
                             https_compatible=True,
                         )
-                    ws = await wrap_client_stream(
+                    ws = await _handshake(
                         nursery,
                         stream,
                         host_header,
                         resource,
                         extra_headers=extra,
                         max_message_size=max_message_size,
-                        receive_buffer_size=RECEIVE_BUFFER_BYTES,
+                        url=url,
                     )
                 client = TrioPtyClient(
                     ws, notification_buffer=notification_buffer, send_timeout=send_timeout
@@ -442,6 +444,79 @@ async def connect(
     finally:
         if stream is not None:
             await trio.aclose_forcefully(stream)
+
+
+class _EndWatch(trio.abc.Stream):
+    """A stream that says when its peer closed or reset it (`ended`)."""
+
+    def __init__(self, inner: trio.abc.Stream) -> None:
+        self.inner = inner
+        self.ended = trio.Event()
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        try:
+            await self.inner.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.ended.set()
+            raise
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        try:
+            data = await self.inner.receive_some(max_bytes)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.ended.set()
+            raise
+        if not data:
+            self.ended.set()
+        return data
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def _handshake(
+    nursery: trio.Nursery,
+    stream: trio.abc.Stream,
+    host_header: str,
+    resource: str,
+    *,
+    extra_headers: list[tuple[bytes, bytes]],
+    max_message_size: int,
+    url: str,
+) -> WebSocketConnection:
+    """The WebSocket handshake, failing at once if the server closes the connection first:
+    trio-websocket waits for a response that cannot come (until `connect_timeout`, reported
+    as a time-out), as with a port that accepts and closes (not a trio-pty server, or one
+    shedding connections)."""
+    watched = _EndWatch(stream)
+    ws: WebSocketConnection | None = None
+    async with trio.open_nursery() as race:
+
+        async def until_closed() -> None:
+            await watched.ended.wait()
+            race.cancel_scope.cancel()
+
+        race.start_soon(until_closed)
+        ws = await wrap_client_stream(
+            nursery,
+            # Annotated narrower than it needs: only the `local`/`remote` properties (unused
+            # here) want the socket; the connection itself uses the Stream methods.
+            cast("trio.SocketStream", watched),
+            host_header,
+            resource,
+            extra_headers=extra_headers,
+            max_message_size=max_message_size,
+            receive_buffer_size=RECEIVE_BUFFER_BYTES,
+        )
+        race.cancel_scope.cancel()
+    if ws is None:
+        raise ConnectionFailed(
+            f"cannot connect to {url}: the server closed the connection during the handshake"
+        )
+    return ws
 
 
 def _connection_failure(exc: BaseException, url: str) -> ConnectionFailed | None:

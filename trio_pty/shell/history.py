@@ -5,6 +5,8 @@ submits commands through it. The states follow the marks (see docs/shell.md):
 
     submit (run) or C (typed)      the record is running; output starts after (the first) C
     D;<status>                     it exited with that status; output ends at D
+    Ctrl-C or a line end at the prompt   the line editor leaves its prompt: not at the
+                                   prompt again until the D and the prompt that follow
     B with no D since its C        the shell's hooks are gone (PROMPT_COMMAND replaced...):
                                    the record stays open, with no exit code, ever
     the session ends               it ended with the session (the session's exit code)
@@ -33,6 +35,10 @@ _ECHO_BYTES: Final = 16_384  # how much of a typed command's echo is read back a
 _PASTE_ON: Final = b"\x1b[?2004h"
 _PASTE_OFF: Final = b"\x1b[?2004l"
 _PASTE_SCAN_BYTES: Final = 65_536
+# Keys that make the line editor leave its prompt (the line is read, or dropped): Enter in
+# either form, and Ctrl-C (the terminal turns it into SIGINT). Both shells then print D
+# and draw a new prompt.
+_LEAVING_KEYS: Final = (b"\r", b"\n", b"\x03")
 
 
 class CommandRecord:
@@ -82,6 +88,7 @@ class ShellTracker:
         "_last_a_start",
         "_last_b_end",
         "_last_d_end",
+        "_leaving",
         "_max_escape_length",
         "_max_line_length",
         "_next_number",
@@ -89,6 +96,7 @@ class ShellTracker:
         "_parser",
         "_paste",
         "_records",
+        "_reports_ends",
         "_wall",
         "at_prompt",
         "cwd",
@@ -121,6 +129,10 @@ class ShellTracker:
         self._last_b_end = 0
         self._last_d_end = 0
         self._paste: bool | None = None  # as the last D said (zsh), else seen in the output
+        # The line editor was made to leave its prompt (`leave_prompt`); its D is to come.
+        self._leaving = False
+        # D marks arrive (since the first prompt, and no command went "open" since the last).
+        self._reports_ends = False
         self._max_line_length = max_line_length
         self._max_escape_length = max_escape_length
         self._clock = clock
@@ -150,6 +162,10 @@ class ShellTracker:
     def _prompt_shown(self, mark: Mark) -> None:
         current = self._current
         self._last_b_end = mark.end
+        if current is None and self._leaving:
+            # Drawn before the shell got the keys or the signal that make its line editor
+            # leave this prompt: not one to type at (see `leave_prompt`).
+            return
         if current is not None:
             if current.output_start is None:
                 # Submitted but not started: the shell redraws its prompt while the
@@ -160,6 +176,7 @@ class ShellTracker:
             prompt = self._last_a_start
             current.output_end = prompt if prompt >= current.output_start else mark.start
             self._close(current, "open")
+            self._reports_ends = False
         self.at_prompt = True
         self.prompts += 1
 
@@ -176,6 +193,8 @@ class ShellTracker:
         self.at_prompt = False
 
     def _command_ended(self, mark: Mark) -> None:
+        self._leaving = False  # the prompt that follows is a fresh one
+        self._reports_ends = True
         self.cwd = mark.cwd
         self._paste = mark.paste
         self._last_d_end = mark.end
@@ -211,6 +230,28 @@ class ShellTracker:
         record = self._new_record(command, "run")
         self.at_prompt = False
         return record
+
+    def keys_typed(self, data: bytes) -> None:
+        """Keys that `run` did not send reached the shell (a person through attach, an
+        agent's `write`): with no command running, Enter or Ctrl-C makes the line editor
+        leave its prompt."""
+        if any(key in data for key in _LEAVING_KEYS):
+            self.leave_prompt()
+
+    def leave_prompt(self) -> None:
+        """The line editor is made to leave its prompt (Ctrl-C, SIGINT to the shell, Enter)
+        while no command runs: the shell reports D and draws a new prompt, and until it has
+        done both the prompt is not up. Keys typed meanwhile would reach the editor while it
+        cleans up (bash's readline puts the terminal back in cooked mode for a moment, so
+        the kernel echoes them), and the coming D would be taken for their command's end.
+
+        A prompt drawn before the shell got the keys or the signal may still be on its way:
+        until the D, no prompt counts. A shell whose hooks are gone (no D since the last
+        command began) reports no D: its next prompt counts, as before."""
+        if self._current is not None:
+            return
+        self.at_prompt = False
+        self._leaving = self._reports_ends
 
     def withdraw(self, record: CommandRecord) -> None:
         """Forget a submitted command that never reached the shell."""

@@ -2,9 +2,10 @@
 
 Pure (no I/O, no trio). The session's reader hands every chunk to `MarkParser.feed` after
 storing it, so the common case, a chunk without a mark, costs one `bytes.find` of BEL, a
-`memchr` (every mark ends with BEL, which ordinary output hardly ever holds). At each BEL
-the parser looks back for the ESC that would start a mark: in the chunk, or in the output
-stored before it when a read cut the mark in two. A mark is trusted only when it is exactly
+`memchr` (every mark ends with BEL, which ordinary output hardly ever holds). A chunk
+with a BEL is searched with one pattern of this session's exact forms; a BEL with no ESC
+before it in the chunk looks back into the output stored before it (a read cut its mark in
+two). A mark is trusted only when it is exactly
 one of the forms our shell scripts print (see shell/scripts/) with this session's nonce in
 its fixed place; anything else that looks like a mark is ignored, whatever it claims:
 
@@ -39,10 +40,24 @@ PREFIX: Final = b"\x1b]133;"
 #: command line of 1000 characters): the parser looks back no further for a mark's start.
 MAX_MARK_BYTES: Final = 16_384
 
-# A whole mark: the kind, then `;`-separated fields without control characters.
-_MARK: Final = re.compile(rb"\x1b\]133;([ABCD])((?:;[^\x00-\x1f\x7f;]*)*)\x07")
-_STATUS: Final = re.compile(rb"[0-9]{1,3}")
-_KINDS: Final[dict[bytes, MarkKind]] = {b"A": "A", b"B": "B", b"C": "C", b"D": "D"}
+# A field's value: no control character, no `;` (our scripts percent-encode them).
+_FIELD: Final = rb"[^\x00-\x1f\x7f;]*"
+_KINDS: Final[dict[bytes, MarkKind]] = {b"A": "A", b"B": "B"}
+
+
+def _our_marks(key: bytes) -> re.Pattern[bytes]:
+    """Exactly the forms our scripts print, with this session's `tp=<nonce>` in its place.
+    A match holds one ESC and one BEL, at its ends: a mark starts at the last ESC before
+    its BEL."""
+    key = re.escape(key)
+    return re.compile(
+        rb"\x1b\]133;(?:"
+        rb"(?P<prompt>[AB]);" + key + rb"|C;" + key + rb"(?:;cmd=(?P<cmd>" + _FIELD + rb"))?"
+        rb"|D;(?P<status>[0-9]{1,3});" + key + rb";cwd=(?P<cwd>" + _FIELD + rb")"
+        rb"(?:;paste=(?P<paste>[01]))?"
+        rb")\x07"
+    )
+
 
 #: stored(start, end): the output bytes [start, end) as far as they are still kept.
 Stored = Callable[[int, int], bytes]
@@ -71,12 +86,12 @@ def _decode(value: bytes) -> str:
 class MarkParser:
     """Finds one session's marks in its output, chunk by chunk, whatever the cuts."""
 
-    __slots__ = ("_key", "_stored")
+    __slots__ = ("_ours", "_stored")
 
     def __init__(self, nonce: str, stored: Stored) -> None:
         if not nonce or not nonce.isalnum() or not nonce.isascii():
             raise ValueError("the nonce must be ASCII letters and digits")
-        self._key = b"tp=" + nonce.encode("ascii")
+        self._ours = _our_marks(b"tp=" + nonce.encode("ascii"))
         self._stored = stored
 
     def feed(self, data: bytes, offset: int) -> tuple[Mark, ...]:
@@ -86,61 +101,47 @@ class MarkParser:
         if bel < 0:
             return ()
         marks = []
-        while bel >= 0:
-            mark = self._ending_at(data, offset, bel)
+        if bel < MAX_MARK_BYTES and data.rfind(b"\x1b", 0, bel) < 0:
+            # The first BEL with no ESC before it in this chunk: a read may have cut its
+            # mark in two (a later such BEL cannot end one: this BEL would be inside).
+            mark = self._cut_at(data, offset, bel)
             if mark is not None:
                 marks.append(mark)
-            bel = data.find(b"\x07", bel + 1)
+        for match in self._ours.finditer(data, 0):
+            if match.end() - match.start() <= MAX_MARK_BYTES:
+                mark = self._mark(match, offset + match.start())
+                if mark is not None:
+                    marks.append(mark)
         return tuple(marks)
 
-    def _ending_at(self, data: bytes, offset: int, bel: int) -> Mark | None:
-        """The mark ending with the BEL at data[bel], if any: it can only start at the last
-        ESC before that BEL (a mark holds no other)."""
-        low = bel - MAX_MARK_BYTES
-        esc = data.rfind(b"\x1b", max(low, 0), bel)
-        if esc >= 0:
-            start = offset + esc
-            candidate = data[esc : bel + 1]
-        elif low >= 0:
+    def _cut_at(self, data: bytes, offset: int, bel: int) -> Mark | None:
+        """The mark ending with the BEL at data[bel] that starts in the stored output."""
+        before = self._stored(offset + bel - MAX_MARK_BYTES, offset)
+        esc = before.rfind(b"\x1b")
+        if esc < 0:
             return None
-        else:
-            # Cut by a read: the start is in the output stored before this chunk.
-            before = self._stored(offset + low, offset)
-            esc = before.rfind(b"\x1b")
-            if esc < 0:
-                return None
-            start = offset - len(before) + esc
-            candidate = before[esc:] + data[: bel + 1]
-        if not candidate.startswith(PREFIX):
-            return None
-        match = _MARK.fullmatch(candidate)
-        return self._trusted(match, start) if match is not None else None
+        match = self._ours.fullmatch(before[esc:] + data[: bel + 1])
+        return self._mark(match, offset - len(before) + esc) if match is not None else None
 
-    def _trusted(self, match: re.Match[bytes], start: int) -> Mark | None:
-        """The mark, if it is one of ours in exactly our form; None otherwise."""
-        kind = _KINDS[match.group(1)]
-        fields = match.group(2).split(b";")[1:]
-        end = start + match.end()
-        key = self._key
-        if kind in ("A", "B"):
-            return Mark(kind, start, end) if fields == [key] else None
-        if kind == "C":
-            if not fields or fields[0] != key:
-                return None
-            if len(fields) == 1:
-                return Mark("C", start, end)
-            if len(fields) == 2 and fields[1].startswith(b"cmd="):
-                return Mark("C", start, end, command=_decode(fields[1][4:]))
+    @staticmethod
+    def _mark(match: re.Match[bytes], start: int) -> Mark | None:
+        """The Mark of one of our forms (None for a status over 255)."""
+        end = start + match.end() - match.start()
+        prompt = match["prompt"]
+        if prompt is not None:
+            return Mark(_KINDS[prompt], start, end)
+        status = match["status"]
+        if status is None:
+            command = match["cmd"]
+            return Mark("C", start, end, command=None if command is None else _decode(command))
+        if int(status) > 255:
             return None
-        # D;<status>;tp=<nonce>;cwd=<dir>[;paste=<0|1>]
-        if len(fields) not in (3, 4) or fields[1] != key or not fields[2].startswith(b"cwd="):
-            return None
-        if _STATUS.fullmatch(fields[0]) is None or int(fields[0]) > 255:
-            return None
-        paste = None
-        if len(fields) == 4:
-            if fields[3] not in (b"paste=0", b"paste=1"):
-                return None
-            paste = fields[3] == b"paste=1"
-        cwd = _decode(fields[2][4:])
-        return Mark("D", start, end, status=int(fields[0]), cwd=cwd, paste=paste)
+        paste = match["paste"]
+        return Mark(
+            "D",
+            start,
+            end,
+            status=int(status),
+            cwd=_decode(match["cwd"]),
+            paste=None if paste is None else paste == b"1",
+        )

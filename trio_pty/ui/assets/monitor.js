@@ -11,7 +11,8 @@
  * - Terminals: each opened session gets its own xterm.js view (tabs, or all at once in a
  *   grid), attached as a driver while it runs: xterm.js answers the program's terminal
  *   queries, so the server stops answering them. Output that was produced before the
- *   attachment is replayed without answering the queries in it a second time.
+ *   attachment is replayed without answering the queries in it a second time. A read-only
+ *   token (server.info's scope) only watches: no driver, no keys, sizes, kill or spawn.
  * - Reconnect: after a dropped connection every view reattaches with offset = the
  *   next_offset of the last chunk it rendered, so nothing is repeated or lost.
  */
@@ -68,6 +69,7 @@
     active: null, // the View the toolbar, the search box and the keyboard act on
     layout: 'tabs',
     commands: false, // the server has shell sessions (pty.spawn_shell, pty.commands)
+    readOnly: false, // the token may only watch (server.info's scope): no driver, no input
     uses: 0, // counts activations, for "least recently used"
     violations: [],
   };
@@ -268,6 +270,12 @@
 
   function isLive(info) {
     return info.status === 'running';
+  }
+
+  // Whether this page types into, resizes and drives the session: live, and a token that
+  // may (a read-only one attaches without `driver` and only watches).
+  function drives(info) {
+    return isLive(info) && !state.readOnly;
   }
 
   // Red in the list: it ended with a non-zero exit, or by a signal.
@@ -558,7 +566,7 @@
       this.term.onData((data) => this.input(escapeText(data)));
       this.term.onBinary((data) => this.input(escapeBinary(data)));
       this.term.onResize(() => this.resized());
-      this.term.options.disableStdin = !isLive(info);
+      this.term.options.disableStdin = !drives(info);
       let frame = 0;
       this.observer = new ResizeObserver(() => {
         cancelAnimationFrame(frame);
@@ -606,7 +614,7 @@
     async attach() {
       const rpc = state.rpc;
       if (!rpc || !state.connected || this.removed || this.disposed) return;
-      const driver = isLive(this.info);
+      const driver = drives(this.info);
       const params = { id: this.id, owner: this.owner, driver };
       if (this.nextOffset !== null) params.offset = this.nextOffset;
       // Where the output ended just before attaching: what comes before it was produced
@@ -676,7 +684,7 @@
     update(info) {
       const wasLive = isLive(this.info);
       this.info = info;
-      this.term.options.disableStdin = !isLive(info);
+      this.term.options.disableStdin = !drives(info);
       if (wasLive && !isLive(info)) this.queue = [];
       this.label();
       if (state.active === this) toolbar();
@@ -692,7 +700,7 @@
     }
 
     input(escaped) {
-      if (this.quiet > 0 || !this.attached || !isLive(this.info) || !state.connected) return;
+      if (this.quiet > 0 || !this.attached || !drives(this.info) || !state.connected) return;
       this.queue.push(escaped);
       this.flush();
     }
@@ -703,7 +711,7 @@
       if (this.writing) return;
       this.writing = true;
       try {
-        while (this.queue.length && state.connected && isLive(this.info) && !this.disposed) {
+        while (this.queue.length && state.connected && drives(this.info) && !this.disposed) {
           let data = '';
           while (this.queue.length && data.length + this.queue[0].length <= WRITE_BATCH_CHARS) {
             data += this.queue.shift();
@@ -721,7 +729,7 @@
 
     resized() {
       if (state.active === this) showSize();
-      if (this.attached && isLive(this.info)) this.sendSize();
+      if (this.attached && drives(this.info)) this.sendSize();
     }
 
     // Last resizer wins on the server; here, only one resize is in flight and the last size
@@ -730,7 +738,7 @@
       if (this.resizing) return;
       this.resizing = true;
       try {
-        while (state.connected && this.attached && isLive(this.info) && !this.disposed) {
+        while (state.connected && this.attached && drives(this.info) && !this.disposed) {
           const size = `${this.term.rows}x${this.term.cols}`;
           if (size === this.sentSize) break;
           await state.rpc.call('pty.resize', { id: this.id, owner: this.owner, rows: this.term.rows, cols: this.term.cols });
@@ -974,11 +982,13 @@
       note(`ended: exit ${exitText(info)}; the output stays readable`);
     } else if (!state.connected) {
       note('disconnected: input is paused');
+    } else if (state.readOnly) {
+      note(`owner ${info.owner}; read-only token: watching`);
     } else {
       note(`owner ${info.owner}`);
     }
-    $('kill').disabled = view.removed || !isLive(info) || !state.connected;
-    $('cleanup').disabled = view.removed || !state.connected;
+    $('kill').disabled = view.removed || !drives(info) || !state.connected;
+    $('cleanup').disabled = view.removed || state.readOnly || !state.connected;
     showSize();
   }
 
@@ -1109,6 +1119,22 @@
       $('list-scroll').scrollTop = 0;
       form.elements.command.focus();
     }
+  }
+
+  // What the token may do, once per connection: a read-only one gets no spawn form, no
+  // kill, and views that only watch. Without an answer, as before: drive.
+  async function readScope(rpc) {
+    let readOnly = false;
+    try {
+      const info = await rpc.call('server.info', {});
+      readOnly = Boolean(info.scope && info.scope.read_only);
+    } catch (error) {
+      // an older server, or the connection dropped (the next one asks again)
+    }
+    state.readOnly = readOnly;
+    $('spawn-toggle').hidden = readOnly;
+    if (readOnly) showSpawnForm(false);
+    for (const view of state.views.values()) view.term.options.disableStdin = !drives(view.info);
   }
 
   // Whether the server has shell sessions over RPC: ask once per connection (an unknown
@@ -1243,6 +1269,7 @@
     state.retryMs = RETRY_MIN_MS;
     setConnection('connected');
     $('auth').hidden = true;
+    await readScope(rpc);
     await probeShellSessions(rpc);
     await refresh();
     toolbar();
@@ -1331,6 +1358,7 @@
         selected: view ? view.id : null,
         open: [...state.views.keys()],
         layout: state.layout,
+        readOnly: state.readOnly,
         nextOffset: view ? view.nextOffset : null,
         rows: view ? view.term.rows : null,
         cols: view ? view.term.cols : null,
