@@ -7,8 +7,10 @@ import shutil
 import site
 import subprocess
 import sys
+import types
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -86,23 +88,57 @@ def tagged_by_session(manager: Manager) -> dict[str, list[int]]:
     return found
 
 
+def python_steps(function: Callable[[], object]) -> int:
+    """How many lines of trio_pty's Python ran while `function` ran: a count of work that
+    does not depend on the machine or its load, for "stays linear" checks (speed itself is
+    measured in benchmarks/). Work done in C (a regex scan) is not counted."""
+    package = str(Path(trio_pty.__file__).resolve().parent)
+    steps = 0
+
+    def local(frame: types.FrameType, event: str, arg: object) -> Any:
+        nonlocal steps
+        if event == "line":
+            steps += 1
+        return local
+
+    def call(frame: types.FrameType, event: str, arg: object) -> Any:
+        return local if frame.f_code.co_filename.startswith(package) else None
+
+    previous = sys.gettrace()
+    sys.settrace(call)
+    try:
+        function()
+    finally:
+        sys.settrace(previous)
+    return steps
+
+
 def site_dirs() -> list[str]:
     """Where this test run imports trio and trio_pty from (the venv and the source tree)."""
     source = str(Path(trio_pty.__file__).resolve().parent.parent)
     return [*site.getsitepackages(), source]
 
 
-def unprivileged_prefix() -> list[str]:
+def unprivileged_prefix(*, file_modes: bool = False) -> list[str]:
     """The argv prefix that runs Python as a non-root uid (65534 through setpriv when the
     tests run as root, as in CI), with a Python that uid can run. The kernel lets root read
     any process's /proc files, so a probe of what a session can read must not run as root;
     give the Python `site_dirs()` (with `site.addsitedir`, or as PYTHONPATH) to import
-    trio_pty."""
+    trio_pty.
+
+    `file_modes=True` is for a probe of file permissions themselves: there the uid 65534
+    below (with CAP_DAC_READ_SEARCH) would open any directory, and without it could not even
+    reach pytest's 0700 tmp_path. Root keeps its uid instead and loses CAP_DAC_OVERRIDE and
+    CAP_DAC_READ_SEARCH (bounding and inheritable sets, so they are gone after exec): the
+    mode bits then decide, as for anyone."""
     if os.geteuid() != 0:
         return [sys.executable]
     setpriv = shutil.which("setpriv")
     if setpriv is None:
         pytest.fail("util-linux setpriv is needed to run the probe as a non-root uid")
+    if file_modes:
+        dac = "-dac_override,-dac_read_search"
+        return [setpriv, f"--bounding-set={dac}", f"--inh-caps={dac}", sys.executable]
     # CAP_DAC_READ_SEARCH (ambient, so it survives exec) lets that uid read the checkout and
     # its venv wherever CI cloned them (a 0700 temporary directory, say). It changes nothing
     # the probes measure: reading another process's /proc/PID/environ or mem is decided by

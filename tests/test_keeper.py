@@ -414,6 +414,8 @@ async def test_trio_pty_serve_killed_by_sigkill_leaves_nothing(tmp_path: Path) -
                     info = await client.request(
                         SpawnParams(command="bash", args=["-c", STUBBORN], description="stubborn")
                     )
+                # Empty while the leader execs (setsid, then the program): wait it out.
+                await poll_until(lambda: proc.read_tags(info.pid) is not None)
                 tags = proc.read_tags(info.pid)
                 assert tags is not None
                 manager_id = tags[0]
@@ -443,6 +445,8 @@ async def test_trio_pty_serve_restarted_on_its_state_dir_ends_what_it_left(tmp_p
                     info = await client.request(
                         SpawnParams(command="bash", args=["-c", STUBBORN], description="stubborn")
                     )
+            # Empty while the leader execs (setsid, then the program): wait it out.
+            await poll_until(lambda: proc.read_tags(info.pid) is not None)
             tags = proc.read_tags(info.pid)
             assert tags is not None
             manager_id = tags[0]

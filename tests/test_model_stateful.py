@@ -76,6 +76,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
+    initialize,
     invariant,
     multiple,
     precondition,
@@ -118,6 +119,7 @@ MEASURED: dict[str, list[float]] = collections.defaultdict(list)
 WAIT_SLACK = 0.5  # how late a bounded Wait may return past its timeout
 STEP_TIMEOUT = 20.0  # no single rule may take longer (trio.fail_after inside the loop)
 OWNERS = ("ann", "bob", "cyd")
+BURST = 10  # concurrent spawns for one owner, the first step of every example
 
 # ------------------------------------------------------------------------------ the menu
 
@@ -531,6 +533,36 @@ class ManagerModel(RuleBasedStateMachine):
         self.tracked[info.id] = self.track(info, name, timeout, notify)
         await self.type_first_input(info.id, owner, program)
         return info.id
+
+    @initialize(owner=st.sampled_from(OWNERS))
+    def burst_for_one_owner(self, owner: str) -> None:
+        """A fixed first step of every example: BURST concurrent spawns for one owner. The
+        manager has room for more than the owner's quota, so only the reservations of the
+        spawns in flight (none registered yet) can hold the owner to its quota: exactly
+        that many start. They are then killed and removed, so the example starts empty."""
+        self.run(self._burst_for_one_owner, owner)
+
+    async def _burst_for_one_owner(self, owner: str) -> None:
+        started: list[str] = []
+        refused: list[errors.LimitExceeded] = []
+
+        async def one() -> None:
+            try:
+                info = await self.manager.spawn("cat", owner=owner, description="burst")
+            except errors.LimitExceeded as refusal:
+                refused.append(refusal)
+            else:
+                started.append(info.id)
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(BURST):
+                nursery.start_soon(one)
+        assert len(started) == LIMITS.max_sessions_per_owner, started
+        assert len(refused) == BURST - LIMITS.max_sessions_per_owner
+        assert self.watch.violations == []
+        for session_id in started:
+            await self.manager.kill(session_id, owner=owner, cleanup=True)
+        assert self.manager.list_all() == []
 
     @rule(
         target=sessions,

@@ -79,9 +79,18 @@ async def test_cli_commands_and_exit_codes(live: ServerProcess, request: Any) ->
         async def run(name: str, *args: str, env: dict[str, str] | None = None) -> None:
             results[name] = await cli(live, owner, *args, **(env or {}))
 
-        async with trio.open_nursery() as nursery:
+        async with connect(live.url, live.token) as watcher, trio.open_nursery() as nursery:
+
+            async def connections() -> int:
+                return (await watcher.request(ServerInfoParams())).counts.connections
+
+            before = await connections()
             nursery.start_soon(run, "follow", "read", session_id, "--follow")
-            await trio.sleep(0.2)
+            # The follow is connected before anything is written, so it follows a running
+            # session (a follow started after the exit would print the same lines).
+            with trio.fail_after(10):
+                while await connections() == before:  # noqa: ASYNC110 - the server's view
+                    await trio.sleep(0.01)
             nursery.start_soon(run, "write", "write", session_id, r"hello\n", "--escapes")
             nursery.start_soon(run, "usage", "spawn", "--owner", "x")
             nursery.start_soon(partial(run, "bad-token", "list", env={"TRIO_PTY_TOKEN": "x"}))
@@ -151,7 +160,7 @@ async def test_cli_attach_through_a_real_terminal(live: ServerProcess, request: 
                             break
                         await trio.sleep(0.02)
 
-                # Bytes that are not UTF-8 and backslashes arrive exactly.
+                # A backslash arrives as typed (what attach forwards is never escape-decoded).
                 await manager.write(outer.id, "x\\y\r")
                 await wait_for_text(manager, outer.id, "echo:x\\y")
 

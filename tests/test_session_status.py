@@ -21,7 +21,8 @@ CHANGES: tuple[Change, ...] = get_args(Change)
 def test_statuses_only_move_forward_and_each_ending_happens_once(changes: list[Change]) -> None:
     """From `running`, any sequence of changes, each applied if the table allows it: the
     status never goes back, an exit and the end of the teardown each happen at most once,
-    `killed` needs a kill and the end of the teardown, and an exited session stays exited."""
+    `killed` needs a kill and the end of the teardown, an exited session stays exited, and a
+    session killed while running is never reported `exited` (its leader dies of the kill)."""
     status: Status = "running"
     applied: list[Change] = []
     for change in changes:
@@ -44,6 +45,8 @@ def test_statuses_only_move_forward_and_each_ending_happens_once(changes: list[C
             assert "kill" in applied and change == "torn_down", applied
         applied.append(change)
         status = following
+        if applied[0] == "kill":
+            assert status in ("killing", "killed"), applied
     if "torn_down" in applied:
         assert status in ("exited", "killed")
 

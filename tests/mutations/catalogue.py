@@ -1,0 +1,266 @@
+"""The deliberate bugs, one per promise (docs/guarantees.md names each one's entry).
+
+An entry's `old` text must occur exactly once in its file; keep it small, so that an
+unrelated edit nearby does not move it. The tests named are those that must catch the bug:
+the harness runs only them.
+"""
+
+from __future__ import annotations
+
+from .mutation import Mutation
+
+TEARDOWN = "tests/test_core_teardown.py"
+SESSIONS = "tests/test_core_sessions.py"
+OWNERS = "tests/test_core_owners.py"
+KEEPER = "tests/test_keeper.py"
+FAULTS = "tests/test_faults.py"
+MODEL = "tests/test_model_stateful.py"
+
+MUTATIONS: tuple[Mutation, ...] = (
+    # ------------------------------------------------------------------ the audit's five
+    Mutation(
+        name="grace-twice",
+        guarantee="a kill of a SIGTERM-ignoring child takes about one terminate_grace",
+        path="trio_pty/session.py",
+        old="kill_at=self._stop_at + self._limits.terminate_grace,",
+        new="kill_at=self._stop_at + 2 * self._limits.terminate_grace,",
+        tests=(f"{TEARDOWN}::test_kill_of_a_term_ignoring_child_takes_about_the_grace",),
+        quick=True,
+    ),
+    Mutation(
+        name="owner-quota-ignores-reservations",
+        guarantee="concurrent spawns never overshoot max_sessions_per_owner",
+        path="trio_pty/manager.py",
+        old="owner_full = len(owned) + self._pending[owner] >= limits.max_sessions_per_owner",
+        new="owner_full = len(owned) >= limits.max_sessions_per_owner",
+        tests=(
+            f"{OWNERS}::test_a_burst_for_one_owner_stops_at_its_quota",
+            "tests/test_model_stateful.py::test_manager_model",
+        ),
+        quick=True,
+    ),
+    Mutation(
+        name="c1-range-narrowed",
+        guarantee="clean text holds no C1 control",
+        path="trio_pty/output/lines.py",
+        old='_C1 = re.compile("[\\x80-\\x9f]+")',
+        new='_C1 = re.compile("[\\x80-\\x9e]+")',
+        tests=("tests/test_output_lines.py",),
+        quick=True,
+    ),
+    Mutation(
+        name="exit-without-drain",
+        guarantee="the exit is recorded only after the output is drained",
+        path="trio_pty/session.py",
+        old="""\
+        with trio.move_on_after(self._limits.exit_drain_timeout):
+            await self._eof.wait()
+        self._record_exit(returncode)""",
+        new="""\
+        self._record_exit(returncode)""",
+        tests=(f"{SESSIONS}::test_the_exit_is_recorded_only_after_the_output_is_drained",),
+        quick=True,
+    ),
+    Mutation(
+        name="delete-owner-one-by-one",
+        guarantee="delete_owner tears an owner's sessions down concurrently",
+        path="trio_pty/manager.py",
+        old="""\
+        async with trio.open_nursery() as nursery:
+            for session in sessions:
+                nursery.start_soon(session.kill)""",
+        new="""\
+        for session in sessions:
+            await session.kill()""",
+        tests=(f"{OWNERS}::test_delete_owner_reaps_everything_and_refuses_later_spawns",),
+        quick=True,
+    ),
+    # ------------------------------------------------------------------ teardown
+    Mutation(
+        name="no-hangup",
+        guarantee="teardown starts with a hangup (SIGHUP to the leader and the tty's group)",
+        path="trio_pty/posix/reap.py",
+        old="""\
+            self._leader.send_signal(signal.SIGHUP)
+            self._leader.send_signal(signal.SIGCONT)
+        for pgid in self._hang_up_groups():
+            signal_group(pgid, signal.SIGHUP)""",
+        new="""\
+            self._leader.send_signal(signal.SIGCONT)""",
+        tests=(f"{TEARDOWN}::test_killing_interactive_bash_hangs_up_and_it_exits_at_once",),
+    ),
+    Mutation(
+        name="sigkill-without-grace",
+        guarantee="SIGTERM first, SIGKILL only once terminate_grace has passed",
+        path="trio_pty/posix/reap.py",
+        old="if self._phase == signal.SIGTERM and trio.current_time() >= self._kill_at:",
+        new="if self._phase == signal.SIGTERM:",
+        tests=(
+            f"{SESSIONS}::test_output_printed_while_dying_is_kept",
+            f"{TEARDOWN}::test_kill_of_a_term_ignoring_child_takes_about_the_grace",
+        ),
+        quick=True,
+    ),
+    Mutation(
+        name="adopted-zombies-not-reaped",
+        guarantee="the subreaper reaps the zombies it adopted from a session",
+        path="trio_pty/posix/reap.py",
+        old="""\
+            if not free and entry.key not in _HELD:
+                reap(pid)""",
+        new="""\
+            pass""",
+        tests=(f"{FAULTS}::test_a_classic_double_fork_daemon_leaves_no_zombie",),
+    ),
+    Mutation(
+        name="kill-reported-as-exit",
+        guarantee="a session's status changes only through one table (a killed one is killed)",
+        path="trio_pty/session.py",
+        old='("killing", "exit"): "killing",',
+        new='("killing", "exit"): "exited",',
+        tests=(
+            "tests/test_session_status.py",
+            f"{TEARDOWN}::test_kill_of_a_term_ignoring_child_takes_about_the_grace",
+        ),
+    ),
+    Mutation(
+        name="timeout-never-fires",
+        guarantee="the timeout kills the session and reports timed_out",
+        path="trio_pty/session.py",
+        old="""\
+        if self.status == "running":
+            self.timed_out = True""",
+        new="""\
+        if self.status == "killing":
+            self.timed_out = True""",
+        tests=(f"{SESSIONS}::test_timeout_kills_and_reports",),
+    ),
+    # ------------------------------------------------------------------ the crash keeper
+    Mutation(
+        name="keeper-never-escalates",
+        guarantee="after a crash the keeper runs the same sequence, SIGKILL after the grace",
+        path="trio_pty/posix/keeper.py",
+        old="phase, interval = signal.SIGKILL, _FIRST_TICK",
+        new="phase, interval = signal.SIGTERM, _FIRST_TICK",
+        tests=(f"{KEEPER}::test_trio_pty_serve_killed_by_sigkill_leaves_nothing",),
+        quick=True,
+    ),
+    Mutation(
+        name="keeper-trusts-a-recycled-pid",
+        guarantee="a record naming a live process we did not start leaves it alone",
+        path="trio_pty/posix/keeper.py",
+        old="if entry is not None and entry.start_time == leader.start_time:",
+        new="if entry is not None:",
+        tests=(f"{KEEPER}::test_a_record_naming_a_process_we_did_not_start_is_left_alone",),
+    ),
+    # ------------------------------------------------------------------ spawning and quotas
+    Mutation(
+        name="manager-cap-ignores-reservations",
+        guarantee="concurrent spawns never overshoot max_sessions",
+        path="trio_pty/manager.py",
+        old="manager_full = len(self._sessions) + self._pending.total() >= limits.max_sessions",
+        new="manager_full = len(self._sessions) >= limits.max_sessions",
+        tests=(f"{OWNERS}::test_concurrent_spawns_never_overshoot_quotas",),
+    ),
+    Mutation(
+        name="evicts-a-dying-session",
+        guarantee="a session still being torn down counts against the quota (never evicted)",
+        path="trio_pty/manager.py",
+        old="ended = [s for s in candidates if s.finished and s.id in self._sessions]",
+        new='ended = [s for s in candidates if s.status != "running" and s.id in self._sessions]',
+        tests=(f"{MODEL}::test_sessions_being_torn_down_count_against_the_quota",),
+    ),
+    Mutation(
+        name="another-owner-is-told-apart",
+        guarantee="another owner's session is reported exactly like a missing one",
+        path="trio_pty/manager.py",
+        old="""\
+        if session is None or session.owner != owner:
+            raise errors.SessionNotFound(str(session_id))""",
+        new="""\
+        if session is None:
+            raise errors.SessionNotFound(str(session_id))
+        if session.owner != owner:
+            raise errors.PermissionDenied("access", str(session_id), "another owner's")""",
+        tests=(f"{OWNERS}::test_another_owner_session_looks_missing",),
+    ),
+    Mutation(
+        name="secrets-inherited",
+        guarantee="credential-shaped variables are not inherited",
+        path="trio_pty/policy/environment.py",
+        old="""\
+    "SECRET",
+""",
+        new="",
+        tests=(f"{SESSIONS}::test_environment_is_filtered_and_tagged",),
+    ),
+    # ------------------------------------------------------------------ output and exit
+    Mutation(
+        name="exit-event-for-a-kill",
+        guarantee="exit events: exactly once, only for natural exits, not for an explicit kill",
+        path="trio_pty/session.py",
+        old="""\
+        if self.status == "exited" and on_exit is not None:
+            notifiers.start_soon(self._notify, on_exit)""",
+        new="""\
+        if on_exit is not None:
+            notifiers.start_soon(self._notify, on_exit)""",
+        tests=(f"{SESSIONS}::test_exit_events_exactly_once_and_only_when_asked",),
+        quick=True,
+    ),
+    Mutation(
+        name="line-numbers-relative",
+        guarantee="line numbers are absolute: they do not shift when old output leaves the ring",
+        path="trio_pty/output/buffer.py",
+        old="lines = [model.Line(number, log.cut(text)) for number, text in found]",
+        new="lines = [model.Line(number - first, log.cut(text)) for number, text in found]",
+        tests=("tests/test_output_buffer.py",),
+        quick=True,
+    ),
+    Mutation(
+        name="search-ignores-its-time-budget",
+        guarantee="a search stops after max_search_ms with has_more (RE2 time budget)",
+        path="trio_pty/session.py",
+        old="while page.has_more and len(lines) < limit and trio.current_time() < deadline:",
+        new="while page.has_more and len(lines) < limit:",
+        tests=("tests/test_output_live.py::test_a_slow_pattern_never_stalls_other_tasks",),
+    ),
+    # ------------------------------------------------------------------ serving
+    Mutation(
+        name="origin-matched-by-prefix",
+        guarantee="an upgrade from a foreign Origin is refused (cross-site WebSocket hijacking)",
+        path="trio_pty/rpc/handshake.py",
+        old="if origin not in origins:",
+        new="if not any(origin.startswith(allowed) for allowed in origins):",
+        tests=("tests/test_rpc_server.py::test_origin_must_be_in_the_allow_list_exactly",),
+        quick=True,
+    ),
+    Mutation(
+        name="host-not-checked",
+        guarantee="an upgrade whose Host does not name the server is refused (DNS rebinding)",
+        path="trio_pty/rpc/handshake.py",
+        old="if host is None or host.lower() not in hosts:",
+        new="if host is None:",
+        tests=("tests/test_rpc_server.py::test_host_must_name_this_server",),
+        quick=True,
+    ),
+    Mutation(
+        name="token-prefix-accepted",
+        guarantee="the token is compared exactly (in constant time)",
+        path="trio_pty/rpc/handshake.py",
+        old='return hmac.compare_digest(candidate.encode("utf-8"), token.encode("utf-8"))',
+        new="return token.startswith(candidate)",
+        tests=("tests/test_rpc_server.py::test_token_is_required_and_compared_exactly",),
+        quick=True,
+    ),
+    Mutation(
+        name="send-queue-unbounded",
+        guarantee="a slow client only slows itself: its send queue is bounded in characters",
+        path="trio_pty/rpc/websocket.py",
+        old="while self._queued_chars and self._queued_chars + size > budget:",
+        new="while self._queued_chars and self._queued_chars + size > 64 * budget:",
+        tests=(
+            "tests/test_rpc_server.py::test_a_stalled_clients_send_queue_is_bounded_in_characters",
+        ),
+    ),
+)
