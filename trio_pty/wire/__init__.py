@@ -81,6 +81,7 @@ from trio_pty.wire.methods import (
     CancelResult,
     CommandList,
     CommandsParams,
+    CompactPage,
     DetachParams,
     DetachResult,
     KillParams,
@@ -110,6 +111,7 @@ from trio_pty.wire.methods import (
     WriteParams,
     notification_frame,
     output_frame,
+    read_result,
     spec_of,
 )
 
@@ -150,6 +152,7 @@ __all__ = [
     "CancelResult",
     "CommandList",
     "CommandsParams",
+    "CompactPage",
     "DetachParams",
     "DetachResult",
     "ErrorObject",
@@ -203,6 +206,7 @@ __all__ = [
     "output_frame",
     "parse_message",
     "parse_server_message",
+    "read_result",
     "request_cancelled",
     "spec_of",
     "structure_request",
