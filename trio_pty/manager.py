@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import collections
+import gc
 import logging
 import os
 import secrets
@@ -76,6 +77,30 @@ def _release_subreaper() -> None:
     _subreaper_users -= 1
     if _subreaper_users == 0 and not _subreaper_was_on:
         proc.set_child_subreaper(False)
+
+
+_collector_pauses = 0
+_collector_was_on = False
+
+
+def _pause_collector() -> None:
+    """Garbage collection off while a manager tears down (as with the subreaper, counted
+    across managers, and left as the embedding program had it): with a thousand sessions a
+    full collection walks every session's objects and takes hundreds of ms, which would land
+    in the teardown's bound (docs/benchmarks.md). Teardown allocates little; what cycles it
+    leaves are collected once collection is back on."""
+    global _collector_pauses, _collector_was_on
+    if _collector_pauses == 0:
+        _collector_was_on = gc.isenabled()
+        gc.disable()
+    _collector_pauses += 1
+
+
+def _resume_collector() -> None:
+    global _collector_pauses
+    _collector_pauses -= 1
+    if _collector_pauses == 0 and _collector_was_on:
+        gc.enable()
 
 
 class _NoPublicConstructor(type):
@@ -1142,6 +1167,7 @@ async def open_manager(
     if subreaper:
         _acquire_subreaper()
     manager: Manager | None = None
+    paused = False
     try:
         async with trio.open_nursery() as nursery:
             manager = Manager._create(
@@ -1163,10 +1189,16 @@ async def open_manager(
             try:
                 yield manager
             finally:
+                _pause_collector()
+                paused = True
                 manager._close()
     finally:
-        if manager is not None:
-            manager._table.release_pins()
-            await manager._guard.close()  # every session is gone: the keeper may go
-        if subreaper:
-            _release_subreaper()
+        try:
+            if manager is not None:
+                manager._table.release_pins()
+                await manager._guard.close()  # every session is gone: the keeper may go
+        finally:
+            if paused:
+                _resume_collector()
+            if subreaper:
+                _release_subreaper()
