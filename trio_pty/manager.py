@@ -154,6 +154,7 @@ class Manager(metaclass=_NoPublicConstructor):
         self._deleted: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._running: set[Session] = set()
         self._closing = False
+        self._shutting_down_at: float | None = None
         self._screens = ScreenCache(limits.max_live_screens, limits.screen_idle_timeout)
         self._cursors = ReadCursors(limits.max_read_cursors)
 
@@ -485,6 +486,7 @@ class Manager(metaclass=_NoPublicConstructor):
             limits=self.limits,
             manager_id=self.id,
             table=self._table,
+            shutdown_moment=self._shutdown_moment,
             **fields,  # type: ignore[arg-type]
         )
 
@@ -1066,11 +1068,19 @@ class Manager(metaclass=_NoPublicConstructor):
         """Leaving `open_manager`: refuse new spawns, stamp every session's teardown with
         the same moment (every grace counts from it), sweep escapees, cancel the nursery."""
         self._closing = True
-        now = trio.current_time()
+        now = self._shutdown_moment()
         for session in self._running:
             session.shut_down(now)
         self._nursery.start_soon(self._sweep)
         self._nursery.cancel_scope.cancel()
+
+    def _shutdown_moment(self) -> float:
+        """When the shutdown began: the first call fixes it (`_close`, or a session that saw
+        the cancellation before `_close` ran), and every grace counts from it."""
+        if self._shutting_down_at is None:
+            self._shutting_down_at = trio.current_time()
+            _pause_collector()
+        return self._shutting_down_at
 
     async def _sweep(self) -> None:
         """At shutdown: end every process carrying this manager's tag that was reparented to
@@ -1084,7 +1094,7 @@ class Manager(metaclass=_NoPublicConstructor):
                 tagged = snapshot.with_tags_of(self.id, orphans_only=True)
                 return {e.pid: e for e in tagged if e.pid not in leaders}
 
-            now = trio.current_time()
+            now = self._shutdown_moment()
             report = await reap.Teardown(
                 escaped,
                 self._table,
@@ -1167,7 +1177,6 @@ async def open_manager(
     if subreaper:
         _acquire_subreaper()
     manager: Manager | None = None
-    paused = False
     try:
         async with trio.open_nursery() as nursery:
             manager = Manager._create(
@@ -1189,8 +1198,6 @@ async def open_manager(
             try:
                 yield manager
             finally:
-                _pause_collector()
-                paused = True
                 manager._close()
     finally:
         try:
@@ -1198,7 +1205,7 @@ async def open_manager(
                 manager._table.release_pins()
                 await manager._guard.close()  # every session is gone: the keeper may go
         finally:
-            if paused:
-                _resume_collector()
+            if manager is not None and manager._shutting_down_at is not None:
+                _resume_collector()  # paused by _shutdown_moment
             if subreaper:
                 _release_subreaper()

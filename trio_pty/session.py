@@ -104,6 +104,7 @@ class Session:
         "_removed",
         "_responder",
         "_shut_down",
+        "_shutdown_moment",
         "_status",
         "_stop",
         "_stop_at",
@@ -148,7 +149,10 @@ class Session:
         limits: Limits,
         manager_id: str,
         table: reap.ProcessTable,
+        shutdown_moment: Callable[[], float] = trio.current_time,
     ) -> None:
+        """`shutdown_moment` is when the manager began shutting down (the first call fixes
+        it): a session whose task is cancelled from outside counts its grace from there."""
         self.id = session_id
         self.owner = owner
         self.command = command
@@ -176,6 +180,7 @@ class Session:
         self._limits = limits
         self._manager_id = manager_id
         self._table = table
+        self._shutdown_moment = shutdown_moment
         self._responder = QueryResponder()
         self._drivers = 0
         self._master = -1
@@ -277,7 +282,18 @@ class Session:
                     if self.timeout is not None:
                         tasks.start_soon(self._expire, self.timeout, name="trio_pty.timeout")
                     task_status.started()
-                    await self._stop.wait()
+                    try:
+                        await self._stop.wait()
+                    except trio.Cancelled:
+                        if not (
+                            tasks.cancel_scope.cancel_called or notifiers.cancel_scope.cancel_called
+                        ):
+                            # Cancelled from outside: the manager is going down. The task
+                            # that will call `shut_down` runs after the thousands of tasks
+                            # the cancellation woke (a few hundred ms at N = 1,024): every
+                            # grace counts from the first session that saw it instead.
+                            self._shutdown_moment()
+                        raise
                     await self._teardown()
                     # Everything is gone, so the slave is closed: the reader reaches EIO soon.
                     with trio.move_on_after(self._limits.exit_drain_timeout):
