@@ -62,11 +62,14 @@ def _load_text(meta: dict[str, Any]) -> str:
         f"Background CPU use (this run idle, whole machine) was {before:.0%} just before the run "
         f"and {after:.0%} just after; load average {load[0]:.2f} at the start."
     )
-    if max(before, after) > BUSY_WARNING:
+    cpus = meta.get("cpu_count") or 1
+    if max(before, after) > BUSY_WARNING or load[0] > cpus / 2:
         text += (
             " **The machine was busy with other work during this run: treat the timings as "
             "noisy and regenerate them on a quiet machine before quoting them.**"
         )
+    if meta.get("note"):
+        text += f"\n\nNote on this run: {meta['note']}"
     return text
 
 

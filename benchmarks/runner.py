@@ -190,7 +190,7 @@ def _sweep(tag: str) -> list[str]:
     return described
 
 
-def run_all(*, quick: bool, only: list[str], out: str) -> int:
+def run_all(*, quick: bool, only: list[str], out: str, note: str = "") -> int:
     run_id = f"ptybench-{os.getpid()}-{int(time.time())}"
     print(
         f"benchmarks ({'quick' if quick else 'full'}): measuring background load...",
@@ -199,6 +199,7 @@ def run_all(*, quick: bool, only: list[str], out: str) -> int:
     )
     meta = machine_info()
     meta["mode"] = "quick" if quick else "full"
+    meta["note"] = note
     meta["background_busy_before"] = machine_busy()
     meta["loadavg_before"] = list(os.getloadavg())
     started = time.perf_counter()
@@ -277,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-docs", action="store_true", help="do not regenerate the docs")
     parser.add_argument(
+        "--note", default="", help="a sentence about the conditions of this run, for the docs"
+    )
+    parser.add_argument(
         "--profile",
         metavar="SCENARIO",
         help="run one case of SCENARIO under cProfile and print where the time went "
@@ -299,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown scenario(s): {', '.join(unknown)}")
     default = "quick.json" if args.quick else "latest.json"
     out = os.path.abspath(args.out or os.path.join(RESULTS_DIR, default))
-    status = run_all(quick=args.quick, only=only, out=out)
+    status = run_all(quick=args.quick, only=only, out=out, note=args.note)
     if (args.docs or not args.quick) and not args.no_docs:
         report.write_docs(out)
     return status
