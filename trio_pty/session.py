@@ -11,6 +11,7 @@ stops at once.
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import math
 import os
@@ -274,26 +275,21 @@ class Session:
             del on_started  # this frame lives as long as the session: keep it small
             async with trio.open_nursery() as notifiers:
                 async with trio.open_nursery() as tasks:
+                    own = (tasks.cancel_scope, notifiers.cancel_scope)
                     # Constant task names: trio would format a new string per task.
-                    tasks.start_soon(self._read_output, name="trio_pty.reader")
                     tasks.start_soon(
-                        self._watch_exit, notifiers, on_exit, name="trio_pty.exit_watcher"
+                        self._noting_cancellation, self._read_output, own, name="trio_pty.reader"
+                    )
+                    tasks.start_soon(
+                        self._noting_cancellation,
+                        functools.partial(self._watch_exit, notifiers, on_exit),
+                        own,
+                        name="trio_pty.exit_watcher",
                     )
                     if self.timeout is not None:
                         tasks.start_soon(self._expire, self.timeout, name="trio_pty.timeout")
                     task_status.started()
-                    try:
-                        await self._stop.wait()
-                    except trio.Cancelled:
-                        if not (
-                            tasks.cancel_scope.cancel_called or notifiers.cancel_scope.cancel_called
-                        ):
-                            # Cancelled from outside: the manager is going down. The task
-                            # that will call `shut_down` runs after the thousands of tasks
-                            # the cancellation woke (a few hundred ms at N = 1,024): every
-                            # grace counts from the first session that saw it instead.
-                            self._shutdown_moment()
-                        raise
+                    await self._noting_cancellation(self._stop.wait, own)
                     await self._teardown()
                     # Everything is gone, so the slave is closed: the reader reaches EIO soon.
                     with trio.move_on_after(self._limits.exit_drain_timeout):
@@ -307,6 +303,22 @@ class Session:
                 self._close_master()
                 self._finished.set()
                 self._wake_readers()
+
+    async def _noting_cancellation(
+        self, body: Callable[[], Awaitable[object]], own: tuple[trio.CancelScope, ...]
+    ) -> None:
+        """Run `body`; if it is cancelled by none of the session's own scopes, the manager
+        is going down: fix the moment every grace counts from (the first task of any
+        session to see it does). The task leaving `open_manager` would only get to do it
+        after every task the cancellation woke has run: hundreds of ms at N = 1,024. All
+        three long-lived tasks of a session note it, as whichever of them runs first sees
+        its session's scopes uncancelled (one ending with Cancelled cancels its nursery)."""
+        try:
+            await body()
+        except trio.Cancelled:
+            if self._stop_at is None and not any(scope.cancel_called for scope in own):
+                self._shutdown_moment()
+            raise
 
     def removed(self) -> None:
         """The manager forgot this session: end every wait and attachment on it."""
