@@ -200,7 +200,8 @@ class CompactPage:
 
     Why: a 500-line page of `{"number": n, "text": "..."}` objects costs more to unstructure,
     encode, and parse again (500 objects through the client's duplicate-name check) than it
-    costs to send; one string per line halves the round trip (docs/benchmarks.md).
+    costs to send; one string per line takes about a third off the round trip
+    (docs/benchmarks.md).
     """
 
     start: int  # the first line's number; an empty page's next_offset
