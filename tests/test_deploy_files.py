@@ -2,11 +2,9 @@
 
 Every timing value is compared with the `Limits` defaults, every option of `trio-pty` that a
 file or the page uses with `--help`, and every row of the page's "What works today" table with
-the code. A feature that is not built yet is an `xfail(strict=True)` that raises
-AssertionError: the moment it exists the test XPASSes, which fails the run until the mark (and
-the page's row) is brought up to date. Nothing here needs a container runtime, a cluster or
-Nomad; systemd units go through `systemd-analyze verify`, which works without systemd as
-PID 1.
+the code (each row says "available", and its feature must exist). Nothing here needs a
+container runtime, a cluster or Nomad; systemd units go through `systemd-analyze verify`,
+which works without systemd as PID 1.
 """
 
 from __future__ import annotations
@@ -70,21 +68,6 @@ TOKEN_FILES = {
     "nomad": "/secrets/token",
 }
 
-PART_2 = "part 2 of issue 19"
-
-
-def pending(reason: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)
-
-
-# The options that do not exist yet, by (subcommand, option).
-PENDING_OPTIONS = {
-    ("serve", "--listen-fd"): PART_2,
-    ("serve", "--node-id"): PART_2,
-    ("serve", "--log-format"): PART_2,
-    ("drain", "--deadline"): PART_2,
-    ("spawn", "--idle-timeout"): PART_2,
-}
 
 # Options that docs/deploy.md shows on their own in `code` but that belong to other programs.
 OTHER_PROGRAMS_OPTIONS = {"--kill-whom", "--stop-timeout"}
@@ -198,26 +181,13 @@ def has_option(command: str, option: str) -> bool:
 
 
 @pytest.mark.parametrize(
-    ("command", "option"),
-    [
-        pytest.param(command, option, marks=pending(PENDING_OPTIONS[command, option]))
-        if (command, option) in PENDING_OPTIONS
-        else (command, option)
-        for command, option in all_options()
-        if option
-    ],
+    ("command", "option"), [(command, option) for command, option in all_options() if option]
 )
 def test_option_exists(command: str, option: str) -> None:
     assert has_option(command, option), f"`trio-pty {command} --help` has no {option}"
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        pytest.param(command, marks=pending(PART_2)) if command == "drain" else command
-        for command in sorted({command for command, _ in all_options()})
-    ],
-)
+@pytest.mark.parametrize("command", sorted({command for command, _ in all_options()}))
 def test_command_exists(command: str) -> None:
     assert help_text(command), f"`trio-pty {command} --help` failed"
 
@@ -279,10 +249,8 @@ def test_kubernetes_grace_covers_the_drain_and_the_teardown() -> None:
     assert grace >= drain + LIMITS.close_timeout + MARGIN
 
 
-@pending(PART_2)
 def test_the_drain_the_files_wait_for_is_the_default() -> None:
-    assert "drain_timeout" in attrs.fields_dict(Limits)
-    assert getattr(LIMITS, "drain_timeout") == DRAIN_SECONDS  # noqa: B009 - not a field yet
+    assert LIMITS.drain_timeout == DRAIN_SECONDS
 
 
 def test_page_states_the_values_of_the_files() -> None:
@@ -291,10 +259,7 @@ def test_page_states_the_values_of_the_files() -> None:
     for field, default, *_ in limits_table[1:]:
         name = field.strip("`")
         value = float(default.removesuffix(" s"))
-        if name == "drain_timeout":
-            assert value == DRAIN_SECONDS  # compared with Limits above, once it exists
-        else:
-            assert value == getattr(LIMITS, name), field
+        assert value == getattr(LIMITS, name), field
     values = {row[0]: row[2] for row in where_table[1:]}
     service = systemd_unit("trio-pty.service")
     assert values["systemd"] == unit_value(service, "Service", "TimeoutStopSec")
@@ -634,28 +599,22 @@ def online(check: Callable[[ServerProcess], None]) -> Check:
     return lambda tmp_path: with_server(tmp_path, check)
 
 
-# Each row of the table: its first cell, the check that the feature exists, and while it does
-# not, the reason of its xfail.
-FEATURES: dict[str, tuple[Check, str | None]] = {
-    "`--token-file FILE`": (offline(lambda: serve_help_has("--token-file")), None),
-    "`SIGUSR1`": (online(sigusr1_drains), PART_2),
-    "`server.drain`": (online(drain_method), PART_2),
-    "`trio-pty drain`": (offline(drain_command), PART_2),
-    "`draining`": (offline(draining_kind), PART_2),
-    "`Limits.drain_timeout`": (offline(drain_timeout), PART_2),
-    "`GET /healthz`": (online(healthz), PART_2),
-    "`server.info` `node`, `draining`, `drain_remaining_s`": (online(info_fields), PART_2),
-    "`--log-format json`": (offline(lambda: serve_help_has("--log-format")), PART_2),
-    "`GET /metrics`": (online(metrics), PART_2),
-    "`--listen-fd N`": (offline(lambda: serve_help_has("--listen-fd")), PART_2),
-    "`--node-id NAME`": (offline(lambda: serve_help_has("--node-id")), PART_2),
-    "`trio_pty.rpc.router.Router`": (offline(router), PART_2),
-    "`Limits.idle_timeout`": (offline(idle_timeout), PART_2),
-}
-
-STATUS_OF_REASON = {
-    None: "available",
-    PART_2: "coming in the next commit",
+# Each row of the table, by its first cell: the check that the feature exists.
+FEATURES: dict[str, Check] = {
+    "`--token-file FILE`": offline(lambda: serve_help_has("--token-file")),
+    "`SIGUSR1`": online(sigusr1_drains),
+    "`server.drain`": online(drain_method),
+    "`trio-pty drain`": offline(drain_command),
+    "`draining`": offline(draining_kind),
+    "`Limits.drain_timeout`": offline(drain_timeout),
+    "`GET /healthz`": online(healthz),
+    "`server.info` `node`, `draining`, `drain_remaining_s`": online(info_fields),
+    "`--log-format json`": offline(lambda: serve_help_has("--log-format")),
+    "`GET /metrics`": online(metrics),
+    "`--listen-fd N`": offline(lambda: serve_help_has("--listen-fd")),
+    "`--node-id NAME`": offline(lambda: serve_help_has("--node-id")),
+    "`trio_pty.rpc.router.Router`": offline(router),
+    "`Limits.idle_timeout`": offline(idle_timeout),
 }
 
 
@@ -665,30 +624,15 @@ def status_table() -> dict[str, str]:
     return {row[0]: row[2] for row in table[1:]}
 
 
-def test_status_table_matches_the_marks() -> None:
-    """The page says "coming" exactly where this file expects a feature to be missing; once
-    nothing is missing, the page promises nothing any more."""
+def test_the_status_table_has_a_checked_row_for_every_feature() -> None:
+    """Every row is checked below, and says "available": the page promises nothing more."""
     table = status_table()
     assert set(table) == set(FEATURES)
-    for row, (_, reason) in FEATURES.items():
-        assert table[row] == STATUS_OF_REASON[reason], row
-    if all(reason is None for _, reason in FEATURES.values()):
-        assert "coming" not in DOC.lower()
+    for row, status in table.items():
+        assert status == "available", row
+    assert "coming" not in DOC.lower()
 
 
-@pytest.mark.parametrize(
-    "row",
-    [
-        pytest.param(row, marks=pending(reason)) if reason else row
-        for row, (_, reason) in FEATURES.items()
-    ],
-)
+@pytest.mark.parametrize("row", list(FEATURES))
 def test_feature_exists(row: str, tmp_path: Path) -> None:
-    check, _ = FEATURES[row]
-    check(tmp_path)
-
-
-def test_option_rows_are_marked_like_the_option_tests() -> None:
-    options = {row.strip("`").split()[0]: reason for row, (_, reason) in FEATURES.items()}
-    for option in ("--token-file", "--log-format", "--listen-fd", "--node-id"):
-        assert options[option] == PENDING_OPTIONS.get(("serve", option)), option
+    FEATURES[row](tmp_path)

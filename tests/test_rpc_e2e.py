@@ -3,6 +3,7 @@ client and by raw frames. Every test has its own owner and leaves no process beh
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
@@ -578,6 +579,28 @@ async def test_sigterm_tears_down_sessions_that_ignore_sigterm(
         assert alive_any(pids) == []
         summary = server.stdout_rest(1).strip().splitlines()
         assert len(summary) == 1 and summary[0].startswith("shutdown: 3 sessions reaped in")
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGUSR1])
+async def test_signals_that_keep_coming_during_the_shutdown_change_nothing(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """A supervisor that repeats its signal (or an impatient Ctrl-C) until the server is gone:
+    a signal that arrives after serve is done, while the process exits, must not find its
+    default action back (KeyboardInterrupt, death by SIGTERM or SIGUSR1) and turn a clean
+    exit into 130 or a signal death (it did, in most runs, before such signals were held)."""
+    server = start_server(tmp_path)
+    try:
+        with trio.fail_after(20):
+            server.proc.send_signal(signal.SIGTERM)
+            while server.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    server.proc.send_signal(signum)
+                await trio.sleep(0.001)
+        assert server.proc.returncode == 0, server.stderr()
+        assert server.stdout_rest(1).startswith("shutdown: 0 sessions reaped in")
     finally:
         server.stop()
 

@@ -796,6 +796,10 @@ def params_of(method: str) -> dict[str, Any]:
 
 
 METHOD_NAMES = [*METHODS, CANCEL]
+# server.drain is never sent at random: a drain that starts refuses every later spawn of the
+# server under fuzz (and ends a `serve` subprocess once its sessions are gone), by design.
+# Its params go through the deterministic sweep below; its behaviour: tests/test_ops.py.
+FUZZED_METHODS = [name for name in METHOD_NAMES if name != "server.drain"]
 BAD_METHODS = [
     "pty.nope",
     "",
@@ -957,7 +961,7 @@ plain_ids = st.one_of(
 def valid_requests(draw: st.DrawFn, vocab: Vocabulary, used_ids: list[Any]) -> dict[str, Any]:
     """A request a client could mean: right envelope, every param of its type, mostly in
     range (so the methods run: spawn `cat`/`true`, read, write, attach, kill...)."""
-    method = draw(st.sampled_from(METHOD_NAMES))
+    method = draw(st.sampled_from(FUZZED_METHODS))
     message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
     if draw(st.integers(0, 9)) > 0:
         message["id"] = draw(plain_ids)
@@ -990,8 +994,8 @@ def envelopes(draw: st.DrawFn, vocab: Vocabulary, used_ids: list[Any]) -> dict[s
         message["jsonrpc"] = version
     method = draw(
         st.one_of(
-            st.sampled_from(METHOD_NAMES),
-            st.sampled_from(METHOD_NAMES),
+            st.sampled_from(FUZZED_METHODS),
+            st.sampled_from(FUZZED_METHODS),
             st.sampled_from(BAD_METHODS),
             json_values.filter(lambda v: not isinstance(v, str)),
         )
@@ -1151,7 +1155,7 @@ def frames(draw: st.DrawFn, vocab: Vocabulary, used_ids: list[Any], serial: Iter
         unique = f"deep-{next(iter(serial))}"
         frame = deep_frame(depth, draw(st.sampled_from(["array", "object"])), place, unique)
     else:
-        method = draw(st.sampled_from(list(METHODS)))
+        method = draw(st.sampled_from([name for name in FUZZED_METHODS if name != CANCEL]))
         params = dict(BASE_PARAMS[method])
         fields = params_of(method)
         if fields:
@@ -1641,6 +1645,7 @@ BASE_PARAMS: dict[str, dict[str, Any]] = {
     "pty.detach": {"id": FAKE_SESSION},
     "owner.delete": {"owner": "fuzz-nobody"},
     "server.info": {},
+    "server.drain": {},
     CANCEL: {"id": 1},
 }
 

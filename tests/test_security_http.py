@@ -226,6 +226,11 @@ class _NoEndpoint:
     ) -> Rejection | Upgrade:
         return Rejection(401, "no")
 
+    ready = True
+
+    def scrape(self, request: h11.Request) -> Rejection | str:
+        return "metrics 1\n"
+
 
 async def _head_answer(
     front: HttpFront, pieces: list[tuple[float, bytes]]
@@ -280,6 +285,23 @@ async def test_the_head_deadline_counts_from_its_first_byte(
     # Nothing at all: io_timeout.
     answer, _, answered = await _head_answer(_front(limits), [(10.0, b"")])
     assert answer.startswith(b"HTTP/1.1 408 ")
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/metrics"])
+async def test_the_operators_paths_are_under_the_same_head_bounds(
+    autojump_clock: trio.testing.MockClock, path: str
+) -> None:
+    """/healthz and /metrics (issue 19) are read by the same front: answered once the head
+    is in, cut off 2 s after its first byte when it trickles (the per-peer and total caps
+    on pending heads apply before any path is known: tests/test_ops.py checks them live)."""
+    limits = Limits(io_timeout=5.0, http_head_timeout=2.0)
+    head = f"GET {path} HTTP/1.1\r\nHost: h\r\n\r\n".encode()
+    answer, _, _ = await _head_answer(_front(limits), [(1.0, head)])
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    trickle = [(0.5, bytes([byte])) for byte in head[:-2]]
+    answer, first, answered = await _head_answer(_front(limits), [*trickle])
+    assert answer.startswith(b"HTTP/1.1 408 ")
+    assert answered - first == pytest.approx(2.0, abs=0.01)
 
 
 @pytest.fixture

@@ -371,11 +371,12 @@ async def test_a_read_only_token_reads_and_nothing_else() -> None:
 
 
 def test_the_scope_is_decided_for_every_method_before_it_starts() -> None:
-    """Sans-io: a refused call never starts. A method without an owner (server-wide, as a
-    drain will be) needs a token for every owner; server.info is the exception."""
+    """Sans-io: a refused call never starts. A method without an owner (server-wide, such as
+    server.drain) needs a token for every owner that is not read-only; server.info is the
+    exception."""
     team = TokenScope(name="team", owners=("a",))
     ownerless: MethodSpec[Params[ServerInfo], ServerInfo] = MethodSpec(
-        "server.pretend_drain", SERVER_INFO.params, ServerInfo
+        "server.pretend_wide", SERVER_INFO.params, ServerInfo
     )
     methods = {**METHODS, ownerless.name: ownerless}
 
@@ -389,15 +390,25 @@ def test_the_scope_is_decided_for_every_method_before_it_starts() -> None:
         assert error["code"] != -32602, error  # the params are valid: the scope decides
         return str(error["data"]["kind"])
 
-    assert outcome(team, "server.pretend_drain", {}) == "permission_denied"
-    assert outcome(FULL_ACCESS, "server.pretend_drain", {}) == "start"
+    assert outcome(team, "server.pretend_wide", {}) == "permission_denied"
+    assert outcome(FULL_ACCESS, "server.pretend_wide", {}) == "start"
+    # server.drain names no owner: only a token for every owner may drain.
+    assert outcome(team, "server.drain", {"deadline_s": 5}) == "permission_denied"
+    every_owner = TokenScope(name="ops", owners=("*",))
+    assert outcome(every_owner, "server.drain", {"deadline_s": 5}) == "start"
+    assert outcome(FULL_ACCESS, "server.drain", {}) == "start"
+    # Owners that happen to cover every name are still a list of owners, not "*".
+    assert outcome(TokenScope(name="all-but", owners=("?*",)), "server.drain", {}) == (
+        "permission_denied"
+    )
     assert outcome(team, "server.info", {}) == "start"
     assert outcome(team, "pty.list", {}) == "permission_denied"  # owner "default"
     assert outcome(team, "pty.list", {"owner": "a"}) == "start"
     assert outcome(team, "pty.list", {"all_owners": True}) == "start"  # filtered by the handler
     assert outcome(team, "pty.kill", {"id": "pty_1", "owner": "b"}) == "session_not_found"
     reader = TokenScope(name="reader", read_only=True)
-    assert outcome(reader, "server.pretend_drain", {}) == "permission_denied"
+    assert outcome(reader, "server.pretend_wide", {}) == "permission_denied"
+    assert outcome(reader, "server.drain", {}) == "permission_denied"  # every owner, read-only
     # Every method the wire has is decided: a read-only token may start exactly these, and
     # a token limited to owner "a" none on owner "b" (a new method must be added here).
     valid: dict[str, dict[str, Any]] = {
@@ -417,13 +428,16 @@ def test_the_scope_is_decided_for_every_method_before_it_starts() -> None:
         "pty.commands": {"id": "pty_1"},
         "pty.screen": {"id": "pty_1"},
         "pty.signal": {"id": "pty_1", "signal": "INT"},
+        "server.drain": {"deadline_s": 0},
     }
     assert set(valid) == set(METHODS)
     starts = {name for name, params in valid.items() if outcome(reader, name, params) == "start"}
     read_only = {"pty.read", "pty.read_raw", "pty.list", "pty.attach", "pty.detach"}
     assert starts == read_only | {"pty.commands", "pty.screen", "server.info"}
     for name, params in valid.items():
-        if name != "server.info":
+        if name == "server.drain":  # names no owner: refused for "a" too (above)
+            assert outcome(team, name, params) == "permission_denied"
+        elif name != "server.info":
             assert outcome(team, name, {**params, "owner": "b"}) != "start", name
 
 

@@ -189,6 +189,7 @@ def test_application_codes_are_published_and_frozen() -> None:
         "invalid_input": -32008,
         "permission_denied": -32009,
         "busy": -32010,
+        "draining": -32011,
     }
     with pytest.raises(TypeError):
         APPLICATION_ERROR_CODES["x"] = 1  # type: ignore[index]
@@ -223,6 +224,7 @@ EXAMPLE_ERRORS: list[errors.PtyError] = [
     errors.WriteTimeout("pty_1", bytes_written=10, total_bytes=20, timeout=5.0),
     errors.InvalidInput("args[0]", "too long"),
     errors.PermissionDenied("read", "/etc/shadow", "outside workdir"),
+    errors.Draining(12.5),
 ]
 
 

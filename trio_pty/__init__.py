@@ -5,6 +5,7 @@ from importlib.metadata import PackageNotFoundError, version
 from . import errors
 from .errors import (
     Busy,
+    Draining,
     InvalidInput,
     LimitExceeded,
     ManagerClosing,
@@ -44,6 +45,7 @@ __all__ = [
     "Busy",
     "CommandInfo",
     "CommandResult",
+    "Draining",
     "ExitEvent",
     "InvalidInput",
     "LimitExceeded",

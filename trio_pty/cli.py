@@ -1,10 +1,12 @@
 """`trio-pty`: run the server, or talk to one.
 
-    trio-pty serve [--host 127.0.0.1] [--port 8765] [--token-file FILE] [--config FILE]
-                   [--allow-origin ORIGIN ...] [--allow-host HOST ...] [--log-level LEVEL]
+    trio-pty serve [--host 127.0.0.1] [--port 8765 | --listen-fd N] [--token-file FILE]
+                   [--config FILE] [--allow-origin ORIGIN ...] [--allow-host HOST ...]
+                   [--node-id NAME] [--log-level LEVEL] [--log-format text|json]
                    [--no-ui | --ui-assets DIR] [--state-dir DIR | --no-state-dir]
     trio-pty spawn | shell | list | read | write | send | run | commands | screen | wait
-             | resize | read-raw | signal | kill | delete-owner | attach | info   (the client)
+             | resize | read-raw | signal | kill | delete-owner | attach | info
+             | drain   (the client)
     trio-pty mcp [--connect URL] ...   (an MCP server on stdio: docs/mcp.md)
 
 The client verbs are in `trio_pty.console` (docs/protocol.md, "The command-line client").
@@ -24,6 +26,7 @@ import gc
 import logging
 import os
 import secrets
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -89,6 +92,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--config", default=None, metavar="FILE", help="TOML config file")
     serve.add_argument(
+        "--listen-fd",
+        type=int,
+        default=None,
+        metavar="N",
+        help="serve on file descriptor N, a listening TCP socket held by the init system "
+        "(systemd socket activation: 3), instead of binding --host/--port",
+    )
+    serve.add_argument(
+        "--node-id",
+        default=None,
+        metavar="NAME",
+        help="this host's name in session ids, pty_NAME_<hex> (a DNS label), so that a "
+        "client can route a request to the host holding the session",
+    )
+    serve.add_argument(
         "--allow-origin",
         action="append",
         default=[],
@@ -128,6 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="info",
         choices=["debug", "info", "warning", "error"],
         help="log level on stderr (default info)",
+    )
+    serve.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="log lines on stderr as text (default) or one JSON object each (docs/deploy.md)",
     )
 
     add_client_verbs(commands)
@@ -179,13 +203,13 @@ def _serve(args: argparse.Namespace) -> int:
     if refusal is not None:
         _fail(f"error: {refusal}")
         return EXIT_ERROR
+    from trio_pty.posix import activation
     from trio_pty.rpc import config, serve, server, tokens
 
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    _configure_logging(args.log_level, args.log_format)
+    # Sessions never inherit what the init system told us (LISTEN_PID, LISTEN_FDS, ...).
+    activation_env = dict(os.environ)
+    activation.forget_activation(os.environ)
     try:
         file = config.load_config(args.config) if args.config else config.ServeConfig()
         token, generated = _server_token(args)
@@ -210,14 +234,37 @@ def _serve(args: argparse.Namespace) -> int:
         log.info("%s", loaded.describe())
         page = loaded.site
     port = args.port if args.port is not None else file.port
+    host = args.host or file.host or server.DEFAULT_HOST
     if len({token, *(entry.token for entry in scoped)}) != 1 + len(scoped):
         _fail("error: two tokens are the same (the server's and the [[tokens]] entries')")
         return EXIT_USAGE
+    node_id = None
+    if args.node_id is not None:
+        from trio_pty.errors import InvalidInput
+        from trio_pty.policy import validate
+
+        try:
+            node_id = validate.node_id(args.node_id)
+        except InvalidInput as exc:
+            _fail(f"error: --node-id {exc.message.removeprefix('node_id: ')}")
+            return EXIT_USAGE
+    listen_socket = None
+    if args.listen_fd is not None:
+        if args.host or args.port is not None or file.host or file.port is not None:
+            _fail("error: --listen-fd serves on that socket: give no --host/--port (nor config)")
+            return EXIT_USAGE
+        try:
+            listen_socket = activation.listening_socket(args.listen_fd, activation_env)
+        except ValueError as exc:
+            _fail(f"error: --listen-fd: {exc}")
+            return EXIT_USAGE
+        host, port = listen_socket.getsockname()[:2]
     options = server.ServerOptions(
         token=token,
         scoped_tokens=scoped,
-        host=args.host or file.host or server.DEFAULT_HOST,
+        host=host,
         port=port if port is not None else server.DEFAULT_PORT,
+        listen_socket=listen_socket,
         allowed_origins=frozenset((*file.allow_origins, *args.allow_origin)),
         allowed_hosts=frozenset((*file.allow_hosts, *args.allow_host)),
         env_mode=file.env_mode,
@@ -245,6 +292,8 @@ def _serve(args: argparse.Namespace) -> int:
         sandbox=sandbox,
         token_generated=generated,
         state_dir=state_dir,
+        node_id=node_id,
+        log_json=args.log_format == "json",
     )
     # Everything loaded so far lives as long as the process: out of the collector's sight,
     # every full collection walks ~30k fewer objects (10-20 ms less pause on 2 cores).
@@ -252,12 +301,40 @@ def _serve(args: argparse.Namespace) -> int:
     if _dumpable():
         _fail("error: this process became dumpable again; refusing to serve")
         return EXIT_ERROR
+    # `serve` handles these through a trio signal receiver, which puts back what it found
+    # when `serve` is done, and the interpreter's exit puts back the defaults of signals
+    # it handles. One more signal from a supervisor that repeats itself while the process
+    # exits then turned a clean exit into 130 or a signal death. So the receiver finds a
+    # handler that does nothing (a handler, unlike SIG_IGN, is not inherited by the
+    # sessions' commands), and once trio is done, when nothing is started any more, they
+    # are ignored.
+    served = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
+    for signum in served:
+        signal.signal(signum, _after_serve)
     try:
         with unwrap_group():
             return trio.run(serve.serve, settings)
     except OSError as exc:
         _fail(f"error: cannot listen on {options.host}:{options.port}: {exc.strerror or exc}")
         return EXIT_ERROR
+    finally:
+        for signum in served:
+            signal.signal(signum, signal.SIG_IGN)
+
+
+def _after_serve(signum: int, frame: object) -> None:
+    """A signal that arrives once `serve` is done changes nothing: the teardown has run."""
+
+
+def _configure_logging(level: str, log_format: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        from trio_pty.logs import JsonFormatter
+
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler])
 
 
 def _default_state_dir() -> str:

@@ -66,6 +66,19 @@ class ManagerClosing(PtyError):
         super().__init__("The PTY manager is shutting down")
 
 
+class Draining(PtyError):
+    """The server is draining (a rolling update): it refuses new sessions, and stops once
+    its running sessions have ended or the drain's deadline has passed."""
+
+    kind = "draining"
+
+    def __init__(self, remaining: float) -> None:
+        super().__init__(
+            f"The server is draining: no new sessions here (it stops within {remaining:.0f} s)",
+            drain_remaining_s=remaining,
+        )
+
+
 class SpawnFailed(PtyError):
     kind = "spawn_failed"
 

@@ -21,6 +21,11 @@ def _positive(instance: Any, attribute: attrs.Attribute[Any], value: float) -> N
         raise ValueError(f"Limits.{attribute.name} must be positive, got {value!r}")
 
 
+def _positive_or_none(instance: Any, attribute: attrs.Attribute[Any], value: float | None) -> None:
+    if value is not None:
+        _positive(instance, attribute, value)
+
+
 def _non_negative(instance: Any, attribute: attrs.Attribute[Any], value: float) -> None:
     if not value >= 0:
         raise ValueError(f"Limits.{attribute.name} must not be negative, got {value!r}")
@@ -45,6 +50,12 @@ class Limits:
     exit_drain_timeout: float = attrs.field(default=0.25, validator=_non_negative)
     max_timeout_seconds: float = attrs.field(default=3600.0, validator=_positive)
     orphan_reap_interval: float = attrs.field(default=1.0, validator=_positive)
+    # A session with no output, no input and no attached client for this long is torn down
+    # (None: never); a spawn's own `idle_timeout` overrides it for that session.
+    idle_timeout: float | None = attrs.field(default=None, validator=_positive_or_none)
+    # How long a drain (SIGUSR1, server.drain) lets running sessions go on before the
+    # shutdown: the deployment files under deploy/ wait this long (tests/test_deploy_files.py).
+    drain_timeout: float = attrs.field(default=300.0, validator=_non_negative)
 
     # Output.
     buffer_size: int = attrs.field(default=1_000_000, validator=_positive)

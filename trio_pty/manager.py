@@ -23,9 +23,12 @@ import trio
 from . import errors
 from .guard import Guard, reap_predecessors
 from .limits import Limits
+from .logs import event
+from .metrics import ManagerStats
 from .model import (
     CommandInfo,
     CommandResult,
+    DrainStatus,
     ExitEvent,
     Line,
     OutputChunk,
@@ -132,9 +135,12 @@ class Manager(metaclass=_NoPublicConstructor):
         env_allow: EnvAllowList | None,
         sandbox: Sandbox | None,
         state_dir: str | None = None,
+        node_id: str | None = None,
     ) -> None:
         self.limits = limits
         self.id = secrets.token_hex(8)
+        self.node_id = node_id
+        self.stats = ManagerStats()
         self._guard = Guard(self.id, limits, state_dir)
         self.root = os.path.realpath(root)
         self._nursery = nursery
@@ -157,6 +163,9 @@ class Manager(metaclass=_NoPublicConstructor):
         self._shutting_down_at: float | None = None
         self._screens = ScreenCache(limits.max_live_screens, limits.screen_idle_timeout)
         self._cursors = ReadCursors(limits.max_read_cursors)
+        self._drain_deadline: float | None = None  # trio time; None: not draining
+        self._drain_started = trio.Event()
+        self._status_changed = trio.lowlevel.ParkingLot()
 
     # ------------------------------------------------------------------ queries
 
@@ -207,10 +216,15 @@ class Manager(metaclass=_NoPublicConstructor):
         rows: int = 24,
         cols: int = 80,
         ready: Wait | None = None,
+        idle_timeout: float | None = None,
     ) -> SessionInfo:
         """Start `command` under a new PTY and return once it runs, or, with `ready`, once
         it is ready (pattern seen, quiet after some output, exited, or the wait timed out);
-        `SessionInfo.ready` then holds the output so far and the reason."""
+        `SessionInfo.ready` then holds the output so far and the reason.
+
+        `timeout` kills it after that many seconds; `idle_timeout` (default
+        `limits.idle_timeout`) once it had no output, no input and no attached client for
+        that long. Either way `timed_out` is true and `reason` says which."""
         return await self._spawn(
             command,
             args,
@@ -224,9 +238,27 @@ class Manager(metaclass=_NoPublicConstructor):
             rows=rows,
             cols=cols,
             ready=ready,
+            idle_timeout=idle_timeout,
         )
 
-    async def _spawn(
+    async def _spawn(self, command: str, args: Sequence[str] = (), **options: Any) -> SessionInfo:
+        """`_start` counted and logged: "started", or the kind of the error that refused it."""
+        try:
+            info = await self._start(command, args, **options)
+        except errors.PtyError as exc:
+            self.stats.spawns[exc.kind] += 1
+            owner = options.get("owner")
+            log.info(
+                "spawn refused (%s): %s",
+                exc.kind,
+                exc.message,
+                extra=event("spawn_refused", owner=owner, kind=exc.kind),
+            )
+            raise
+        self.stats.spawns["started"] += 1
+        return info
+
+    async def _start(
         self,
         command: str,
         args: Sequence[str] = (),
@@ -241,6 +273,7 @@ class Manager(metaclass=_NoPublicConstructor):
         rows: int,
         cols: int,
         ready: Wait | None,
+        idle_timeout: float | None = None,
         shell: _ShellStart | None = None,
     ) -> SessionInfo:
         """spawn, and for a shell session (`shell`) what runs besides the command asked for,
@@ -254,6 +287,9 @@ class Manager(metaclass=_NoPublicConstructor):
             validate.workdir(workdir, limits)
         validate.title(title, limits)
         timeout = validate.timeout(timeout, limits)
+        idle_timeout = validate.timeout(idle_timeout, limits, field="idle_timeout")
+        if idle_timeout is None:
+            idle_timeout = limits.idle_timeout
         env = validate.env(env, limits)
         validate.window(rows, cols, limits)
         ready_pattern = self._check_wait(ready, shell=shell is not None)
@@ -267,6 +303,7 @@ class Manager(metaclass=_NoPublicConstructor):
                     self._authorizer, command=command, args=args, workdir=handle, owner=owner
                 )
                 self._check_accepting(owner)
+                self._check_draining()
                 session = self._new_session(
                     owner=owner,
                     command=command,
@@ -276,6 +313,7 @@ class Manager(metaclass=_NoPublicConstructor):
                     description=description,
                     notify_on_exit=notify_on_exit,
                     timeout=timeout,
+                    idle_timeout=idle_timeout,
                     rows=rows,
                     cols=cols,
                 )
@@ -323,6 +361,14 @@ class Manager(metaclass=_NoPublicConstructor):
             raise spawn.spawn_failed(command, exc) from None
         finally:
             reservation.release()
+        log.info(
+            "session %s started: %s (pid %d, owner %s)",
+            session.id,
+            command,
+            session.pid,
+            owner,
+            extra=event("spawn", id=session.id, owner=owner, command=command, pid=session.pid),
+        )
         if ready is None:
             return session.info()
         reason = await session.wait(
@@ -381,6 +427,7 @@ class Manager(metaclass=_NoPublicConstructor):
         rc: bool = True,
         title: str | None = None,
         notify_on_exit: bool = False,
+        idle_timeout: float | None = None,
     ) -> SessionInfo:
         """Start bash or zsh (`shell`: "bash", "zsh" or a path to one; None: the user's
         $SHELL when it is one of those, else bash) that reports each command through marks
@@ -427,6 +474,7 @@ class Manager(metaclass=_NoPublicConstructor):
                 rows=rows,
                 cols=cols,
                 ready=None,
+                idle_timeout=idle_timeout,
                 shell=_ShellStart(
                     args=setup.args, env=setup.env, directory=setup.directory, tracker=tracker
                 ),
@@ -477,8 +525,10 @@ class Manager(metaclass=_NoPublicConstructor):
         )
 
     def _new_session(self, **fields: object) -> Session:
+        # With a node id, ids say which host holds the session: pty_<node>_<8 hex>.
+        prefix = "pty_" if self.node_id is None else f"pty_{self.node_id}_"
         while True:
-            session_id = "pty_" + secrets.token_hex(4)
+            session_id = prefix + secrets.token_hex(4)
             if session_id not in self._sessions:
                 break
         return Session(
@@ -486,6 +536,7 @@ class Manager(metaclass=_NoPublicConstructor):
             limits=self.limits,
             manager_id=self.id,
             table=self._table,
+            on_change=self._wake_status_waiters,
             shutdown_moment=self._shutdown_moment,
             **fields,  # type: ignore[arg-type]
         )
@@ -495,6 +546,17 @@ class Manager(metaclass=_NoPublicConstructor):
             raise errors.ManagerClosing()
         if owner in self._deleted:
             raise errors.OwnerDeleted(owner)
+
+    def _wake_status_waiters(self) -> None:
+        """A session's status changed (`wait_drained` counts the live ones again)."""
+        self._status_changed.unpark_all()
+
+    def _check_draining(self) -> None:
+        """New sessions are refused from the moment a drain begins (a spawn already past
+        this check, starting its process, goes on and is waited for like the others)."""
+        remaining = self.drain_remaining()
+        if remaining is not None:
+            raise errors.Draining(round(remaining, 3))
 
     async def _reserve_or_wait(self, owner: str) -> _Reservation:
         """Reserve a slot; when the quota is full only because ended sessions are still
@@ -517,6 +579,7 @@ class Manager(metaclass=_NoPublicConstructor):
         """Take a slot for a spawn before its first await, evicting an ended session of the
         owner (then of anyone) when a quota is full. Live sessions are never evicted."""
         self._check_accepting(owner)
+        self._check_draining()
         limits = self.limits
         owned = [s for s in self._sessions.values() if s.owner == owner]
         owner_full = len(owned) + self._pending[owner] >= limits.max_sessions_per_owner
@@ -563,10 +626,12 @@ class Manager(metaclass=_NoPublicConstructor):
         if self._pending[owner] <= 0:
             del self._pending[owner]
         self._spawn_settled.unpark_all()
+        self._status_changed.unpark_all()
 
     def _remove(self, session: Session) -> None:
         if self._sessions.get(session.id) is session:
             del self._sessions[session.id]
+            self.stats.removed_output_bytes += session.output.end_offset
             self._screens.discard(session.id)
             self._cursors.forget(session.id)
         session.removed()
@@ -1003,6 +1068,12 @@ class Manager(metaclass=_NoPublicConstructor):
         """Kill the session and wait until nothing of it remains; keep its output unless
         `cleanup`."""
         session = self._session(session_id, owner)
+        log.info(
+            "session %s: kill requested (owner %s)",
+            session.id,
+            owner,
+            extra=event("kill", id=session.id, owner=owner),
+        )
         await session.kill()
         if cleanup:
             self._remove(session)
@@ -1026,6 +1097,68 @@ class Manager(metaclass=_NoPublicConstructor):
         for session in sessions:
             self._remove(session)
         return len(sessions)
+
+    # ------------------------------------------------------------------ draining
+
+    @property
+    def draining(self) -> bool:
+        return self._drain_deadline is not None
+
+    def drain_remaining(self) -> float | None:
+        """Seconds until the drain's deadline (0 once passed), or None when not draining."""
+        if self._drain_deadline is None:
+            return None
+        return max(0.0, self._drain_deadline - trio.current_time())
+
+    def drain_status(self) -> DrainStatus:
+        remaining = self.drain_remaining()
+        return DrainStatus(
+            draining=remaining is not None,
+            drain_remaining_s=None if remaining is None else round(remaining, 3),
+            running=self._live(),
+        )
+
+    def _live(self) -> int:
+        """Sessions a drain waits for: running or being killed, and spawns in flight."""
+        live = [s for s in self._sessions.values() if s.status in ("running", "killing")]
+        return len(live) + self._pending.total()
+
+    async def drain(self, deadline_s: float | None = None) -> DrainStatus:
+        """Begin a drain (what a rolling update needs): from now on new sessions are refused
+        with `Draining`; running ones go on until they end or `deadline_s` passes (default
+        `limits.drain_timeout`), which `wait_drained` waits for. Everything else (reads,
+        writes, kills) works as before. A drain already under way keeps the earlier of the
+        two deadlines: a later call can bring it forward, never push it back."""
+        if deadline_s is None:
+            seconds = self.limits.drain_timeout
+        else:
+            seconds = validate.seconds_from_zero("deadline_s", deadline_s, self.limits)
+        deadline = trio.current_time() + seconds
+        first = self._drain_deadline is None
+        if self._drain_deadline is None or deadline < self._drain_deadline:
+            self._drain_deadline = deadline
+            self._status_changed.unpark_all()
+        status = self.drain_status()
+        if first:
+            log.info(
+                "draining: no new sessions; %d running, shutting down within %.0f s",
+                status.running,
+                seconds,
+                extra=event("drain", deadline_s=seconds, running=status.running),
+            )
+        self._drain_started.set()
+        return status
+
+    async def wait_drained(self) -> None:
+        """Until a drain has begun and then no session runs or is being killed (and no spawn
+        is in flight), or the drain's deadline has passed. Leaving `open_manager` then tears
+        down whatever is left, as always."""
+        await self._drain_started.wait()
+        while self._live() and self._drain_deadline is not None:
+            with trio.move_on_at(self._drain_deadline) as timer:
+                await self._status_changed.park()
+            if timer.cancelled_caught:
+                return
 
     async def _run_session(
         self,
@@ -1053,6 +1186,35 @@ class Manager(metaclass=_NoPublicConstructor):
         finally:
             self._running.discard(session)
             self._guard.ended(session.id)
+            if session.pid:
+                self._ended(session)
+
+    def _ended(self, session: Session) -> None:
+        """Count and log a session whose teardown is complete."""
+        if session.teardown_s is not None:
+            self.stats.teardown.observe(session.teardown_s)
+        how = (
+            f"signal {session.exit_signal}"
+            if session.exit_signal is not None
+            else f"code {session.exit_code}"
+        )
+        log.info(
+            "session %s ended with %s (%s%s)",
+            session.id,
+            how,
+            session.status,
+            f", {session.reason}" if session.reason else "",
+            extra=event(
+                "exit",
+                id=session.id,
+                owner=session.owner,
+                exit_code=session.exit_code,
+                exit_signal=session.exit_signal,
+                timed_out=session.timed_out,
+                reason=session.reason,
+                teardown_s=None if session.teardown_s is None else round(session.teardown_s, 6),
+            ),
+        )
 
     async def _reap_orphans(self) -> None:
         """Collect adopted zombies now and then, so a session that keeps orphaning short
@@ -1153,6 +1315,7 @@ async def open_manager(
     sandbox: Sandbox | None = None,
     subreaper: bool = True,
     state_dir: str | os.PathLike[str] | None = None,
+    node_id: str | None = None,
 ) -> AsyncIterator[Manager]:
     """Run a manager for the duration of the block. Leaving or cancelling the block tears
     every session down concurrently, bounded by `limits.close_timeout`.
@@ -1169,8 +1332,13 @@ async def open_manager(
 
     `subreaper=False` leaves orphan reaping to PID 1, for applications that reap children
     themselves; processes that escape a session are then found only at shutdown.
+
+    `node_id` (a DNS label, docs/deploy.md) makes session ids `pty_<node_id>_<8 hex>`, so a
+    client can tell which host holds a session.
     """
     limits = limits or Limits()
+    if node_id is not None:
+        node_id = validate.node_id(node_id)
     state = os.fspath(state_dir) if state_dir is not None else None
     if state is not None:
         await reap_predecessors(state, limits)
@@ -1191,6 +1359,7 @@ async def open_manager(
                 env_allow=_env_allow(authorizer, env_allow),
                 sandbox=sandbox,
                 state_dir=state,
+                node_id=node_id,
             )
             await nursery.start(manager._guard.run)
             if subreaper:

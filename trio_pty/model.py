@@ -15,6 +15,9 @@ Status = Literal["running", "exited", "killing", "killed"]
 WaitReason = Literal["matched", "idle", "exited", "timeout", "prompt"]
 CommandState = Literal["running", "exited", "session_ended", "open"]
 RunReason = Literal["exited", "timeout", "session_ended"]
+EndReason = Literal["timeout", "idle_timeout"]
+"""Why trio-pty itself ended a session: its `timeout` passed, or it was idle for its
+`idle_timeout` (no output, no input, no attached client). `timed_out` is true for both."""
 
 
 @attrs.frozen(kw_only=True)
@@ -48,6 +51,10 @@ class SessionInfo:
     """A shell session's shell shows its prompt and runs nothing (from its marks)."""
     terminal_title: str | None = None
     """The window title the program set (OSC 0 or 2), as opposed to `title`, the caller's."""
+    idle_timeout: float | None = None
+    """Seconds of no output, no input and no attached client before it is torn down."""
+    reason: EndReason | None = None
+    """Why trio-pty ended it ("timeout", "idle_timeout"), or None."""
 
 
 @attrs.frozen
@@ -105,6 +112,17 @@ class ExitEvent:
     timed_out: bool
     output_lines: int
     last_line: str
+    reason: EndReason | None = None
+
+
+@attrs.frozen(kw_only=True)
+class DrainStatus:
+    """Where a drain stands: refusing new sessions, and the seconds until the running ones
+    (`running`, those running or being killed) are torn down anyway."""
+
+    draining: bool
+    drain_remaining_s: float | None
+    running: int
 
 
 @attrs.frozen(kw_only=True)

@@ -26,6 +26,7 @@ import trio
 from .errors import NotRunning, WriteTimeout
 from .limits import Limits
 from .model import (
+    EndReason,
     ExitEvent,
     OutputChunk,
     ReadPage,
@@ -73,6 +74,30 @@ TRANSITIONS: Final[Mapping[tuple[Status, Change], Status]] = {
 end of teardown that no kill or exit began) is a bug, and raises IllegalTransition."""
 
 
+async def wait_idle(
+    timeout: float,
+    idle_since: Callable[[], float | None],
+    detached: trio.lowlevel.ParkingLot,
+) -> None:
+    """Return once the session has been idle for `timeout` seconds: `idle_since()` is when
+    it last had output, input or a client detaching (None while a client is attached), and
+    `detached` is unparked when a client detaches.
+
+    The deadline is re-read when it comes, never pushed by each chunk of output: the reader
+    (the hot path) only stores the time of its wake-up, as it did before, and this task wakes
+    at most once per `timeout` while the session is busy. Pure timing logic over those two
+    inputs, so it is tested with trio's autojump clock (tests/test_session_idle.py)."""
+    while True:
+        since = idle_since()
+        if since is None:
+            await detached.park()
+            continue
+        deadline = since + timeout
+        if trio.current_time() >= deadline:
+            return
+        await trio.sleep_until(deadline)
+
+
 class IllegalTransition(AssertionError):
     """A status change that TRANSITIONS does not allow."""
 
@@ -90,16 +115,21 @@ class Session:
     # Slots: hundreds of sessions live at once, and a __dict__ would be a third of an idle
     # session's own footprint.
     __slots__ = (
+        "_attached",
+        "_detached_lot",
         "_drivers",
         "_eof",
         "_exit_recorded",
         "_finished",
+        "_last_detach_at",
+        "_last_input_at",
         "_last_output_at",
         "_limits",
         "_manager_id",
         "_master",
         "_notified",
         "_notifying",
+        "_on_change",
         "_output_lot",
         "_process",
         "_removed",
@@ -121,12 +151,15 @@ class Session:
         "exit_code",
         "exit_signal",
         "id",
+        "idle_timeout",
         "notify_on_exit",
         "output",
         "owner",
         "pid",
+        "reason",
         "rows",
         "shell",
+        "teardown_s",
         "timed_out",
         "timeout",
         "title",
@@ -150,6 +183,8 @@ class Session:
         limits: Limits,
         manager_id: str,
         table: reap.ProcessTable,
+        idle_timeout: float | None = None,
+        on_change: Callable[[], None] | None = None,
         shutdown_moment: Callable[[], float] = trio.current_time,
     ) -> None:
         """`shutdown_moment` is when the manager began shutting down (the first call fixes
@@ -163,6 +198,7 @@ class Session:
         self.description = description
         self.notify_on_exit = notify_on_exit
         self.timeout = timeout
+        self.idle_timeout = idle_timeout
         self.rows = rows
         self.cols = cols
         self.created_at = time.time()
@@ -171,6 +207,9 @@ class Session:
         self.exit_code: int | None = None
         self.exit_signal: int | None = None
         self.timed_out = False
+        self.reason: EndReason | None = None
+        # Seconds from the kill to nothing of the session left; None when it ended by itself.
+        self.teardown_s: float | None = None
         self.error: str | None = None
         self.output = OutputBuffer(
             limits.buffer_size,
@@ -184,6 +223,9 @@ class Session:
         self._shutdown_moment = shutdown_moment
         self._responder = QueryResponder()
         self._drivers = 0
+        self._attached = 0  # attachments (clients streaming its output): it is not idle
+        self._detached_lot = trio.lowlevel.ParkingLot()
+        self._on_change = on_change
         self._master = -1
         self._process: trio.Process | None = None
         self._write_lock = trio.Lock()
@@ -193,6 +235,8 @@ class Session:
         self._finished = trio.Event()
         self._output_lot = trio.lowlevel.ParkingLot()
         self._last_output_at = 0.0
+        self._last_input_at = 0.0  # and the start (set in run)
+        self._last_detach_at = 0.0
         self._notified = False
         self._way_out: reap.Teardown | None = None
         self._removed = False
@@ -216,6 +260,8 @@ class Session:
     def _change(self, change: Change) -> None:
         """The only way the status changes: through TRANSITIONS."""
         self._status = next_status(self._status, change)
+        if self._on_change is not None:
+            self._on_change()
 
     @property
     def ended(self) -> bool:
@@ -246,6 +292,8 @@ class Session:
             shell=self.shell.name if self.shell is not None else None,
             at_prompt=self.shell is not None and self.shell.at_prompt,
             terminal_title=self.output.terminal_title,
+            idle_timeout=self.idle_timeout,
+            reason=self.reason,
         )
 
     # ----------------------------------------------------------------- the task tree
@@ -262,6 +310,7 @@ class Session:
     ) -> None:
         """Spawn the child, run the task tree until the session ends, then tear down."""
         self._master, slave = spawn.open_pty(self.rows, self.cols)
+        self._last_input_at = trio.current_time()  # idle counts from the start
         try:
             try:
                 self._process = await spawn.start_child(
@@ -288,6 +337,10 @@ class Session:
                     )
                     if self.timeout is not None:
                         tasks.start_soon(self._expire, self.timeout, name="trio_pty.timeout")
+                    if self.idle_timeout is not None:
+                        tasks.start_soon(
+                            self._expire_idle, self.idle_timeout, name="trio_pty.idle_timeout"
+                        )
                     task_status.started()
                     await self._noting_cancellation(self._stop.wait, own)
                     await self._teardown()
@@ -424,8 +477,22 @@ class Session:
 
     async def _expire(self, seconds: float) -> None:
         await trio.sleep(seconds)
+        self._time_out("timeout")
+
+    async def _expire_idle(self, seconds: float) -> None:
+        await wait_idle(seconds, self._idle_since, self._detached_lot)
+        self._time_out("idle_timeout")
+
+    def _idle_since(self) -> float | None:
+        if self._attached:
+            return None
+        return max(self._last_output_at, self._last_input_at, self._last_detach_at)
+
+    def _time_out(self, reason: EndReason) -> None:
+        """One of the session's timers ran out: kill it, saying why."""
         if self.status == "running":
             self.timed_out = True
+            self.reason = reason
             self.request_stop(kill=True)
 
     async def _notify(self, on_exit: ExitCallback) -> None:
@@ -459,6 +526,7 @@ class Session:
             timed_out=self.timed_out,
             output_lines=self.output.total_lines,
             last_line=self.output.last_nonblank_line()[:200],
+            reason=self.reason,
         )
 
     def _record_exit(self, returncode: int) -> None:
@@ -497,6 +565,7 @@ class Session:
         process = self._process
         if process is None or (self._way_out is not None and self._way_out.started):
             return
+        killed = self.status in ("running", "killing")  # not a program that ended by itself
         if self.status == "running":
             self._change("kill")
         teardown = self._way_out_of(process)
@@ -530,6 +599,8 @@ class Session:
                 f"that process groups {report.unconfirmed} are empty"
             )
             log.error("session %s: %s", self.id, self.error)
+        if killed and self._stop_at is not None:
+            self.teardown_s = trio.current_time() - self._stop_at
         self._change("torn_down")
 
     def _find_processes(self, snapshot: proc.Snapshot) -> dict[int, proc.ProcEntry]:
@@ -779,6 +850,7 @@ class Session:
                         if exc.errno != errno.EIO:
                             raise
                         break  # the slave side is gone: the session is ending
+            self._last_input_at = trio.current_time()
             if written == len(data):
                 return start, written
             if not timer.cancelled_caught:
@@ -849,6 +921,7 @@ class Attachment:
             self._cursor = self._safe_start()
         else:
             self._cursor = offset
+        session._attached += 1
         if driver:
             session._drivers += 1
 
@@ -871,9 +944,13 @@ class Attachment:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            session = self._session
             if self._driver:
-                self._session._drivers -= 1
-            self._session._wake_readers()
+                session._drivers -= 1
+            session._attached -= 1
+            session._last_detach_at = trio.current_time()
+            session._detached_lot.unpark_all()
+            session._wake_readers()
 
     def __aiter__(self) -> Attachment:
         return self

@@ -114,6 +114,17 @@ def _environment(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _idle_timeout(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="kill it after SECONDS without output, input or an attached client "
+        "(default: the server's idle_timeout)",
+    )
+
+
 def _window(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", type=int, default=24, help="window rows (default 24)")
     parser.add_argument("--cols", type=int, default=80, help="window columns (default 80)")
@@ -135,6 +146,7 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     _workdir(spawn)
     spawn.add_argument("--notify", action="store_true", help="notify_on_exit")
     spawn.add_argument("--timeout", type=float, default=None, help="kill it after SECONDS")
+    _idle_timeout(spawn)
     _environment(spawn)
     _window(spawn)
     _waiting(spawn, flag="--ready", prompt=False)
@@ -152,6 +164,7 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     _workdir(shell)
     shell.add_argument("--notify", action="store_true", help="notify_on_exit")
     shell.add_argument("--timeout", type=float, default=None, help="kill it after SECONDS")
+    _idle_timeout(shell)
     _environment(shell)
     _window(shell)
 
@@ -250,6 +263,15 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     delete.add_argument("owner")
 
     verb("info", "print server.info")
+
+    drain = verb("drain", "drain the server: no new sessions; it stops once they have ended")
+    drain.add_argument(
+        "--deadline",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop then even if sessions still run (default: the server's drain_timeout)",
+    )
 
 
 def claim_extra_words(args: argparse.Namespace, extra: Sequence[str]) -> None:

@@ -33,6 +33,7 @@ from trio_pty.model import Line, ReadPage, Wait, WaitReason
 from trio_pty.rpc.client import TrioPtyClient
 from trio_pty.wire import (
     CommandsParams,
+    DrainParams,
     KillParams,
     ListParams,
     OwnerDeleteParams,
@@ -96,6 +97,7 @@ async def _spawn(client: TrioPtyClient, args: argparse.Namespace) -> int:
             workdir=workdir_of(args),
             notify_on_exit=args.notify,
             timeout=args.timeout,
+            idle_timeout=args.idle_timeout,
             env=env_pairs(args.env),
             rows=args.rows,
             cols=args.cols,
@@ -124,6 +126,7 @@ async def _shell(client: TrioPtyClient, args: argparse.Namespace) -> int:
             rc=args.rc,
             title=args.title,
             notify_on_exit=args.notify,
+            idle_timeout=args.idle_timeout,
         )
     )
     if args.json:
@@ -455,6 +458,11 @@ async def _info(client: TrioPtyClient, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _drain(client: TrioPtyClient, args: argparse.Namespace) -> int:
+    print_json(await client.request(DrainParams(deadline_s=args.deadline)))
+    return EXIT_OK
+
+
 VERBS: Final[dict[str, Verb]] = {
     "spawn": _spawn,
     "shell": _shell,
@@ -472,4 +480,5 @@ VERBS: Final[dict[str, Verb]] = {
     "kill": _kill,
     "delete-owner": _delete_owner,
     "info": _info,
+    "drain": _drain,
 }

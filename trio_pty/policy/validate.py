@@ -20,6 +20,7 @@ from trio_pty.policy.escapes import decode_escapes
 
 __all__ = [
     "ENV_NAME_PATTERN",
+    "NODE_ID_PATTERN",
     "args",
     "byte_offset",
     "command",
@@ -27,6 +28,7 @@ __all__ = [
     "env",
     "glob_match",
     "int_between",
+    "node_id",
     "owner",
     "read_window",
     "shell_quote",
@@ -195,21 +197,50 @@ def description(value: object, limits: Limits) -> str:
     return text
 
 
-def timeout(value: object, limits: Limits) -> float | None:
-    """Seconds before the session is killed; None means no timeout."""
+def timeout(value: object, limits: Limits, *, field: str = "timeout") -> float | None:
+    """Seconds before the session is killed (`field`: "timeout", or "idle_timeout" for
+    the seconds of idleness); None means none."""
     if value is None:
         return None
+    return _seconds(field, value, limits, zero=False)
+
+
+def seconds_from_zero(field: str, value: object, limits: Limits) -> float:
+    """A number of seconds from 0 (included) to `max_timeout_seconds`."""
+    return _seconds(field, value, limits, zero=True)
+
+
+def _seconds(field: str, value: object, limits: Limits, *, zero: bool) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidInput("timeout", f"must be a number of seconds, got {json_type_name(value)}")
+        raise InvalidInput(field, f"must be a number of seconds, got {json_type_name(value)}")
     if isinstance(value, float) and not math.isfinite(value):
-        raise InvalidInput("timeout", f"must be a finite number of seconds, got {value}")
+        raise InvalidInput(field, f"must be a finite number of seconds, got {value}")
     bound = limits.max_timeout_seconds
-    if not 0 < value <= bound:
+    in_range = value >= 0 if zero else value > 0
+    if not in_range or value > bound:
+        lowest = "at least 0" if zero else "more than 0"
         raise InvalidInput(
-            "timeout",
-            f"must be more than 0 and at most {bound:g} seconds, got {_number(value)}",
+            field, f"must be {lowest} and at most {bound:g} seconds, got {_number(value)}"
         )
     return float(value)
+
+
+# A DNS label: session ids carry it (`pty_<node>_<hex>`) and the router reads it back.
+NODE_ID_PATTERN = "[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_NODE_ID = re.compile(NODE_ID_PATTERN)
+
+
+def node_id(value: object) -> str:
+    """A node id as session ids carry it: a DNS label (1 to 63 of a-z, 0-9 and `-`, not
+    starting or ending with `-`), so that it can name the host in a URL pattern too."""
+    text, _ = _text("node_id", value)
+    if _NODE_ID.fullmatch(text) is None:
+        raise InvalidInput(
+            "node_id",
+            f"must be a DNS label (1 to 63 of a-z, 0-9 and -, not starting or ending "
+            f"with -), got {text[:80]!r}",
+        )
+    return text
 
 
 def env(mapping: object, limits: Limits) -> dict[str, str] | None:

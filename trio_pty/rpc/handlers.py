@@ -28,6 +28,7 @@ from trio_pty.wire import (
     COMMANDS,
     DEFAULT_OWNER,
     DETACH,
+    DRAIN,
     KILL,
     LIST,
     OWNER_DELETE,
@@ -199,5 +200,6 @@ HANDLERS: Final[dict[str, Route[Any, Any]]] = {
         Route(DETACH, _detach),
         Route(OWNER_DELETE, _owner_delete),
         Route(SERVER_INFO, _server_info),
+        Route(DRAIN, call_manager(Manager.drain)),
     )
 }

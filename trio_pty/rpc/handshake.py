@@ -16,6 +16,7 @@ __all__ = [
     "RPC_PATH",
     "Rejection",
     "acceptable_hosts",
+    "check_bearer",
     "check_handshake",
     "format_page_url",
     "format_url",
@@ -32,10 +33,13 @@ _WILDCARDS: Final = {"0.0.0.0": "127.0.0.1", "::": "::1"}  # and the loopback ea
 
 @attrs.frozen
 class Rejection:
-    """Why an upgrade request is refused: an HTTP status and a short plain-text reason."""
+    """Why an upgrade request is refused: an HTTP status, a short plain-text reason, and
+    which check refused it (`host`, `origin`, `path`, `token`, `busy`; "" for a malformed
+    request), as logs and metrics name it."""
 
     status: int
     reason: str
+    kind: str = ""
 
 
 def is_loopback(host: str) -> bool:
@@ -178,30 +182,41 @@ def check_handshake(
     one of `tokens` (compared in constant time) and at least one must be present.
     """
     if host is None or host.lower() not in hosts:
-        return Rejection(403, "Host not allowed (DNS rebinding defence)")
+        return Rejection(403, "Host not allowed (DNS rebinding defence)", "host")
     origin_values = [value for name, value in headers if name.lower() == b"origin"]
     if origin_values:
         if len(origin_values) > 1:
-            return Rejection(403, "more than one Origin header")
+            return Rejection(403, "more than one Origin header", "origin")
         origin = origin_values[0].decode("latin-1")
         if origin not in origins:
-            return Rejection(403, "Origin not allowed")
+            return Rejection(403, "Origin not allowed", "origin")
     split = urllib.parse.urlsplit(target)
     if split.path != path:
-        return Rejection(404, f"no such endpoint (use {path})")
-    candidates: list[str] = []
+        return Rejection(404, f"no such endpoint (use {path})", "path")
     try:
         query = urllib.parse.parse_qs(split.query, keep_blank_values=True, errors="strict")
     except (UnicodeDecodeError, ValueError):
-        return Rejection(401, "missing or wrong token")
-    candidates.extend(query.get("token", []))
+        return _WRONG_TOKEN
+    return check_bearer(headers, tokens, also=query.get("token", []))
+
+
+_WRONG_TOKEN: Final = Rejection(401, "missing or wrong token", "token")
+
+
+def check_bearer(
+    headers: Sequence[tuple[bytes, bytes]], tokens: Mapping[str, T], *, also: Sequence[str] = ()
+) -> Rejection | T:
+    """What goes with the token of the `Authorization: Bearer TOKEN` headers (and the
+    tokens `also` presented), or 401: every token presented must be the same one of
+    `tokens`, compared in constant time, and at least one must be present. Pure."""
+    candidates = list(also)
     for name, value in headers:
         if name.lower() == b"authorization":
             scheme, _, credentials = value.decode("latin-1").strip().partition(" ")
             if scheme.lower() != "bearer":
-                return Rejection(401, "missing or wrong token")
+                return _WRONG_TOKEN
             candidates.append(credentials.strip())
     matched = _matching(candidates, tokens)
     if matched is None:
-        return Rejection(401, "missing or wrong token")
+        return _WRONG_TOKEN
     return matched

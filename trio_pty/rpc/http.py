@@ -10,7 +10,9 @@ size (`Limits.max_http_head_bytes`) and in time (see "Slow heads" below), and th
   read, so trio-websocket can complete the WebSocket handshake from the original request.
 - any other request is plain HTTP, answered here and then closed (one request per connection):
   the monitor page and its static files for `GET` (no token needed: they hold no secret; the
-  page asks for the token and uses it on `/rpc`), 404 for an unknown path, 405 for any method
+  page asks for the token and uses it on `/rpc`), `/healthz` (no token: 200 `ok`, or 503
+  `draining`, with or without the page), `/metrics` (the Prometheus text, only with an
+  `Authorization: Bearer` token for every owner), 404 for an unknown path, 405 for any method
   but GET (HEAD included: there is nothing to learn from a head here), 426 for `/rpc` without
   an upgrade, 403 for a Host header that does not name this server (as on `/rpc`), 400 for a
   malformed request (bad request line, no Host, absolute or `*` target), 431 for a head over
@@ -49,10 +51,15 @@ import h11
 import trio
 
 from trio_pty.limits import Limits
+from trio_pty.logs import event
+from trio_pty.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from trio_pty.rpc.handshake import Rejection
 
 __all__ = [
     "BUSY",
+    "HEALTH_PATH",
+    "METRICS_PATH",
+    "REFUSAL_KINDS",
     "Endpoint",
     "HttpFront",
     "PendingHeads",
@@ -82,6 +89,12 @@ _PEER_BUSY_LINGER: Final = 0.1
 # long after its arrival: in a burst of new connections, a real client's head may have come
 # in whole and still wait for its task's first read.
 _DROPPABLE_AFTER: Final = 0.5
+
+HEALTH_PATH: Final = "/healthz"
+METRICS_PATH: Final = "/metrics"
+#: Why a connection or request is refused, as the `refused` log event and the
+#: `trio_pty_connections_refused_total` metric name it.
+REFUSAL_KINDS: Final = ("host", "origin", "path", "token", "busy")
 
 _REASONS: Final = {
     200: "OK",
@@ -268,6 +281,15 @@ class Endpoint(Protocol):
         what serves the connection (given the stream, the request's bytes replayed)."""
         ...
 
+    @property
+    def ready(self) -> bool:
+        """Whether new sessions are placed here (`/healthz` 200): False while draining."""
+        ...
+
+    def scrape(self, request: h11.Request) -> Rejection | str:
+        """The metrics (Prometheus text), or why not (401, 403)."""
+        ...
+
 
 def peer_key(address: str) -> str:
     """What pending connections are counted by: the IPv4 address, or the /64 of an IPv6 one
@@ -371,6 +393,22 @@ class HttpFront:
             droppable_after=_DROPPABLE_AFTER,
         )
         self._stopping = False
+        self.refusals: Counter[str] = Counter()  # by REFUSAL_KINDS
+
+    def _refused(self, peer: tuple[str, int] | None, status: int, kind: str, why: str) -> None:
+        """Log a refusal (the `refused` event) and count it by kind."""
+        who = _format_peer(peer)
+        if kind not in REFUSAL_KINDS:  # a malformed request: not a refusal of a client
+            log.warning("refused %s: %d %s", who, status, why)
+            return
+        self.refusals[kind] += 1
+        log.warning(
+            "refused %s: %d %s",
+            who,
+            status,
+            why,
+            extra=event("refused", peer=who, status=status, reason=kind),
+        )
 
     @property
     def pending(self) -> int:
@@ -411,7 +449,7 @@ class HttpFront:
         if self._stopping:
             log.warning("http: refusing a connection: stopping")
         else:
-            log.warning("http: refusing %s: too many pending connections", _format_peer(peer))
+            self._refused(peer, 503, "busy", "too many pending connections")
         await self._send(stream, _render(BUSY, h11.Connection(h11.SERVER)))
         await self._linger(stream, _BUSY_LINGER if self._stopping else _PEER_BUSY_LINGER)
 
@@ -438,11 +476,10 @@ class HttpFront:
                     self._pending.leave(scope)  # from here on the endpoint owns it
                     await admitted(ReplayStream(stream, head.head, head.rest))
                     return True
-                who = _format_peer(peer)
-                log.warning("refused %s: %d %s", who, admitted.status, admitted.reason)
+                self._refused(peer, admitted.status, admitted.kind, admitted.reason)
                 answer = rejection_answer(admitted)
             else:
-                answer = self._answer(request, local_host)
+                answer = self._answer(request, local_host, peer)
             response = _render(answer, head.connection, head_only=request.method == b"HEAD")
         await self._send(stream, response)
         await self._linger(stream)
@@ -481,18 +518,32 @@ class HttpFront:
             return _render(_error(400, "unsupported HTTP version"), connection)
         return _Head(connection, event, bytes(received[:head]), bytes(received[head:]))
 
-    def _answer(self, request: h11.Request, local_host: str | None) -> _Answer:
+    def _answer(
+        self, request: h11.Request, local_host: str | None, peer: tuple[str, int] | None
+    ) -> _Answer:
         target = request.target.decode("latin-1")
         if not target.startswith("/"):
             return _error(400, "the target must be a path")
         host = header_value(request, b"host")
         if host is None or host.lower() not in self._endpoint.hosts(local_host):
+            self._refused(peer, 403, "host", "Host not allowed")
             return _error(403, "Host not allowed (DNS rebinding defence)")
         if request.method != b"GET":
             return _error(405, "only GET is served here", (("Allow", "GET"),))
         path = target.partition("?")[0].partition("#")[0]
         if path == self._rpc_path:
             return _error(426, "this is the WebSocket endpoint", (("Upgrade", "websocket"),))
+        if path == HEALTH_PATH:
+            # Readiness for load balancers and orchestrators: nothing else in the answer.
+            if self._endpoint.ready:
+                return _Answer(200, b"ok\n")
+            return _Answer(503, b"draining\n")
+        if path == METRICS_PATH:
+            scraped = self._endpoint.scrape(request)
+            if isinstance(scraped, Rejection):
+                self._refused(peer, scraped.status, scraped.kind, f"/metrics: {scraped.reason}")
+                return rejection_answer(scraped)
+            return _Answer(200, scraped.encode(), content_type=METRICS_CONTENT_TYPE)
         site = self.site
         if site is None:
             return _error(404, "not found (the monitor page is turned off)")

@@ -4,7 +4,10 @@
 is any task that arms itself, reports started, and then calls `request_shutdown(reason)`
 each time a shutdown is wanted: the first time begins the shutdown, any later time stops
 waiting for clients' closing handshakes (the teardown of the sessions always completes).
-`signals` (the default) does that for SIGINT and SIGTERM; tests and embedding programs pass
+`request_shutdown(reason, drain=True)` asks for a drain instead (`Manager.drain`: no new
+sessions, the running ones until they end or `drain_timeout`), after which the same
+shutdown runs by itself; so does a drain begun by `server.drain`. `signals` (the default)
+does that for SIGINT and SIGTERM, and drains on SIGUSR1; tests and embedding programs pass
 their own.
 """
 
@@ -13,7 +16,6 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from collections.abc import Callable
 from functools import partial
 from typing import Protocol, TextIO
 
@@ -21,7 +23,8 @@ import attrs
 import trio
 
 from trio_pty.limits import Limits
-from trio_pty.manager import open_manager
+from trio_pty.logs import event
+from trio_pty.manager import Manager, open_manager
 from trio_pty.model import ExitEvent
 from trio_pty.policy.authorize import RulesAuthorizer
 from trio_pty.posix.sandbox import Sandbox
@@ -29,7 +32,14 @@ from trio_pty.rpc.handshake import format_page_url, format_url
 from trio_pty.rpc.server import RpcServer, ServerOptions
 from trio_pty.rpc.websocket import CLOSE_GOING_AWAY
 
-__all__ = ["PAGE_LINE_PREFIX", "ServeSettings", "ShutdownTrigger", "serve", "signals"]
+__all__ = [
+    "PAGE_LINE_PREFIX",
+    "RequestShutdown",
+    "ServeSettings",
+    "ShutdownTrigger",
+    "serve",
+    "signals",
+]
 
 log = logging.getLogger("trio_pty.server")
 
@@ -50,38 +60,51 @@ class ServeSettings:
     sandbox: Sandbox | None = None  # the operator's; no client can turn it off
     token_generated: bool = False  # then the URLs printed carry it
     state_dir: str | None = None  # sessions recorded for reaping after a crash (docs/guarantees.md)
+    node_id: str | None = None  # session ids pty_<node_id>_<hex> (docs/deploy.md)
+    log_json: bool = False  # stderr carries JSON log lines only: log the page's URL too
+
+
+class RequestShutdown(Protocol):
+    def __call__(self, reason: str, *, drain: bool = False) -> None: ...
 
 
 class ShutdownTrigger(Protocol):
     async def __call__(
         self,
-        request_shutdown: Callable[[str], None],
+        request_shutdown: RequestShutdown,
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None: ...
 
 
 async def signals(
-    request_shutdown: Callable[[str], None],
+    request_shutdown: RequestShutdown,
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Shut down on SIGINT or SIGTERM (armed before `serve` prints its URL)."""
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
+    """Shut down on SIGINT or SIGTERM, drain on SIGUSR1 (armed before `serve` prints its
+    URL)."""
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGUSR1) as received:
         task_status.started()
         async for signum in received:
-            request_shutdown(signal.Signals(signum).name)
+            name = signal.Signals(signum).name
+            request_shutdown(name, drain=signum == signal.SIGUSR1)
 
 
 class _Shutdown:
-    """What the trigger calls: the first request begins the shutdown, later ones abort."""
+    """What the trigger calls: the first request begins the shutdown, later ones abort; a
+    drain request is remembered until the manager is there to drain."""
 
     def __init__(self) -> None:
         self.requested = trio.Event()
         self.reason = ""
         self.server: RpcServer | None = None
+        self.drain_requested = trio.Event()
 
-    def __call__(self, reason: str) -> None:
+    def __call__(self, reason: str, *, drain: bool = False) -> None:
+        if drain:
+            self.drain_requested.set()  # a second drain request changes nothing
+            return
         if not self.requested.is_set():
             self.reason = reason
             self.requested.set()
@@ -91,22 +114,30 @@ class _Shutdown:
             self.server.abort()
 
 
-async def _log_exit(event: ExitEvent) -> None:
-    """Sessions spawned with notify_on_exit are also announced in the server's log."""
-    how = (
-        f"signal {event.exit_signal}"
-        if event.exit_signal is not None
-        else f"code {event.exit_code}"
-    )
+async def _log_exit(exit: ExitEvent) -> None:
+    """Sessions spawned with notify_on_exit are also announced in the server's log (without
+    their last line: no log line holds what a session printed)."""
+    how = f"signal {exit.exit_signal}" if exit.exit_signal is not None else f"code {exit.exit_code}"
+    after = {"timeout": " after its timeout", "idle_timeout": " after its idle timeout"}
     log.info(
-        "session %s (owner %s, %r) ended with %s%s; last line: %r",
-        event.id,
-        event.owner,
-        event.description,
+        "session %s (owner %s, %r) ended with %s%s",
+        exit.id,
+        exit.owner,
+        exit.description,
         how,
-        " after its timeout" if event.timed_out else "",
-        event.last_line,
+        after.get(exit.reason or "", ""),
     )
+
+
+async def _drain_when_asked(shutdown: _Shutdown, manager: Manager) -> None:
+    await shutdown.drain_requested.wait()
+    await manager.drain()
+
+
+async def _shut_down_when_drained(shutdown: _Shutdown, manager: Manager) -> None:
+    """However the drain began (a signal, `server.drain`), its end begins the shutdown."""
+    await manager.wait_drained()
+    shutdown("drained")
 
 
 async def serve(
@@ -138,6 +169,7 @@ async def serve(
             state_dir=settings.state_dir,
             env_allow=settings.env_allow,
             sandbox=settings.sandbox,
+            node_id=settings.node_id,
         ) as manager:
             server: RpcServer = await root_nursery.start(partial(RpcServer(manager, options).run))
             shutdown.server = server
@@ -153,9 +185,17 @@ async def serve(
                 # only the shutdown summary). The token rides along only when it was
                 # generated (a token the user chose is typed into the page instead).
                 page_token = options.token if settings.token_generated else None
-                page_url = format_page_url(options.host, server.port, page_token)
-                print(f"{PAGE_LINE_PREFIX}{page_url}", file=err, flush=True)
-            await shutdown.requested.wait()
+                if settings.log_json:  # a log line, and no log line holds the token
+                    page_url = format_page_url(options.host, server.port)
+                    log.info("%s%s", PAGE_LINE_PREFIX, page_url, extra=event("page", url=page_url))
+                else:
+                    page_url = format_page_url(options.host, server.port, page_token)
+                    print(f"{PAGE_LINE_PREFIX}{page_url}", file=err, flush=True)
+            async with trio.open_nursery() as draining:
+                draining.start_soon(_drain_when_asked, shutdown, manager)
+                draining.start_soon(_shut_down_when_drained, shutdown, manager)
+                await shutdown.requested.wait()
+                draining.cancel_scope.cancel()
             began = trio.current_time()
             live = [s for s in manager.list_all() if s.status in ("running", "killing")]
             log.info("%s: shutting down (%d live sessions)", shutdown.reason, len(live))
@@ -166,6 +206,18 @@ async def serve(
         await server.finished.wait()
         root_nursery.cancel_scope.cancel()
     elapsed = trio.current_time() - began
+    log.info(
+        "shutdown: %d sessions reaped in %.2f s, server stopped after %.2f s",
+        len(live),
+        torn_down,
+        elapsed,
+        extra=event(
+            "shutdown",
+            sessions=len(live),
+            teardown_s=round(torn_down, 6),
+            stopped_s=round(elapsed, 6),
+        ),
+    )
     print(
         f"shutdown: {len(live)} session{'' if len(live) == 1 else 's'} reaped "
         f"in {torn_down:.2f} s "

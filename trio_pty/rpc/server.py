@@ -17,6 +17,7 @@ Layers, each usable on its own:
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -29,20 +30,23 @@ import trio
 from trio_websocket import ConnectionClosed, wrap_server_stream
 
 from trio_pty.errors import unwrap_group
+from trio_pty.logs import event
 from trio_pty.manager import Manager
+from trio_pty.metrics import Family, render
 from trio_pty.policy.environment import EnvAllowList, EnvMode, deny_rules
 from trio_pty.posix.sandbox import BubblewrapSandbox, Sandbox
 from trio_pty.rpc.handshake import (
     RPC_PATH,
     Rejection,
     acceptable_hosts,
+    check_bearer,
     check_handshake,
     format_page_url,
     format_url,
     is_loopback,
     own_origins,
 )
-from trio_pty.rpc.http import HttpFront, Site, Upgrade, header_value
+from trio_pty.rpc.http import REFUSAL_KINDS, HttpFront, Site, Upgrade, header_value
 from trio_pty.rpc.scope import FULL_ACCESS, TokenScope
 from trio_pty.rpc.tokens import ScopedToken
 from trio_pty.rpc.websocket import CLOSE_GOING_AWAY, Connection
@@ -81,6 +85,9 @@ class ServerOptions:
     # The monitor page served at `/` (trio_pty.ui.load_page); None: no page (404). While a
     # page is served, its own origin (http:// + a Host value this server accepts) is allowed.
     page: Site | None = attrs.field(default=None, repr=False)
+    # A listening socket to serve on instead of binding host and port (socket activation,
+    # `--listen-fd`); `host` and `port` then say its own address.
+    listen_socket: socket.socket | None = attrs.field(default=None, repr=False, eq=False)
 
     @token.validator
     def _check_token(self, attribute: attrs.Attribute[str], value: str) -> None:
@@ -166,6 +173,7 @@ class RpcServer:
         for session in sessions:
             statuses[session.status] = statuses.get(session.status, 0) + 1
         connections = self.connections
+        drain = self.manager.drain_status()
         return ServerInfo(
             version=__version__,
             uptime=round(time.monotonic() - self._started_at, 3),
@@ -189,7 +197,87 @@ class RpcServer:
             scope=ServerScope(
                 name=scope.name, owners=list(scope.owners), read_only=scope.read_only
             ),
+            node=self.manager.node_id,
+            draining=drain.draining,
+            drain_remaining_s=drain.drain_remaining_s,
         )
+
+    # -- operators: readiness and metrics
+
+    @property
+    def ready(self) -> bool:
+        """New sessions are placed here: not draining (`GET /healthz`)."""
+        return not self.manager.draining
+
+    def scrape(self, request: h11.Request) -> Rejection | str:
+        """`GET /metrics`: only with an `Authorization: Bearer` header (a `?token=` would
+        end up in access logs), of a token that sees every owner (the counts are of all)."""
+        scope = check_bearer(list(request.headers), self._tokens)
+        if isinstance(scope, Rejection):
+            return scope
+        if not scope.every_owner:
+            return Rejection(403, "the metrics need a token for every owner", "token")
+        return render(self.metric_families())
+
+    def metric_families(self) -> list[Family]:
+        """What `GET /metrics` shows (docs/deploy.md): no owners, ids or commands in labels."""
+        from trio_pty import __version__
+
+        manager = self.manager
+        sessions = manager.list_all()
+        statuses = dict.fromkeys(("running", "killing", "exited", "killed"), 0)
+        for info in sessions:
+            statuses[info.status] += 1
+        spawns = {"started": 0, **manager.stats.spawns}
+        output = manager.stats.removed_output_bytes + sum(info.byte_count for info in sessions)
+        refusals = {kind: self.front.refusals[kind] for kind in REFUSAL_KINDS}
+        node = manager.node_id or ""
+        return [
+            Family.of(
+                "trio_pty_build_info",
+                "gauge",
+                "Always 1; the version and the node id (--node-id) as labels.",
+                {(("version", __version__), ("node", node)): 1},
+            ),
+            Family.of(
+                "trio_pty_draining",
+                "gauge",
+                "1 while draining (no new sessions).",
+                1 if manager.draining else 0,
+            ),
+            Family.of(
+                "trio_pty_sessions",
+                "gauge",
+                "Sessions by status.",
+                {(("status", status),): count for status, count in statuses.items()},
+            ),
+            Family.of(
+                "trio_pty_spawns_total",
+                "counter",
+                "Spawns: started, or the kind of the error that refused them.",
+                {(("outcome", outcome),): count for outcome, count in spawns.items()},
+            ),
+            Family.histogram(
+                "trio_pty_teardown_seconds",
+                "Seconds from a kill to nothing of the session left.",
+                manager.stats.teardown,
+            ),
+            Family.of(
+                "trio_pty_output_bytes_total", "counter", "Bytes read from every PTY.", output
+            ),
+            Family.of(
+                "trio_pty_connections",
+                "gauge",
+                "Open WebSocket connections.",
+                len(self.connections),
+            ),
+            Family.of(
+                "trio_pty_connections_refused_total",
+                "counter",
+                "Connections and requests refused, by reason.",
+                {(("reason", kind),): count for kind, count in refusals.items()},
+            ),
+        ]
 
     # -- accepting
 
@@ -199,7 +287,11 @@ class RpcServer:
         """Bind, report started, accept until `stop()`, then wait for the connections to
         close (each bounded by io_timeout). Cancel it to drop everything at once."""
         try:
-            listeners = await trio.open_tcp_listeners(self.options.port, host=self.options.host)
+            if self.options.listen_socket is not None:
+                held = trio.socket.from_stdlib_socket(self.options.listen_socket)
+                listeners = [trio.SocketListener(held)]
+            else:
+                listeners = await trio.open_tcp_listeners(self.options.port, host=self.options.host)
             if len(listeners) > 1 and self.options.port == 0:
                 # Port 0 on a name with several addresses gives each its own port; keep one.
                 for extra in listeners[1:]:
@@ -219,7 +311,11 @@ class RpcServer:
                                 handler_nursery=handlers,
                             )
                         )
-                        log.info("listening on %s", self.url)
+                        log.info(
+                            "listening on %s",
+                            self.url,
+                            extra=event("listening", url=self.url, node=self.manager.node_id),
+                        )
                         task_status.started(self)
                         if self._stopping:
                             self._accept_scope.cancel()
@@ -278,7 +374,7 @@ class RpcServer:
         the connection's slot is taken now, before anything awaits."""
         if self._stopping or len(self._slots) >= self.limits.max_connections:
             log.warning("refusing a connection: %d connections open", len(self._slots))
-            return Rejection(503, "too many connections (try later)")
+            return Rejection(503, "too many connections (try later)", "busy")
         hosts = self.hosts(local_host)
         origins = self.options.allowed_origins
         if self.options.page is not None:
@@ -343,13 +439,23 @@ class RpcServer:
         slot.connection = connection
         if self._stopping:
             connection.shutdown()
-        log.info("%s connected (token %s)", slot.peer, slot.token_scope.name)
+        log.info(
+            "%s connected (token %s)",
+            slot.peer,
+            slot.token_scope.name,
+            extra=event("connect", peer=slot.peer),
+        )
         try:
             await connection.run()
         finally:
             with trio.move_on_after(self.limits.io_timeout):
                 await ws.aclose(connection.close_code, connection.close_reason)
-            log.info("%s disconnected (%d)", slot.peer, connection.close_code)
+            log.info(
+                "%s disconnected (%d)",
+                slot.peer,
+                connection.close_code,
+                extra=event("disconnect", peer=slot.peer, code=connection.close_code),
+            )
 
 
 def _env_allow_names(allowed: EnvAllowList | None) -> list[str] | None:

@@ -18,6 +18,7 @@ __all__ = [
     "APPLICATION_ERROR_CODES",
     "BUSY",
     "CLOSING",
+    "DRAINING",
     "INTERNAL_ERROR",
     "INVALID_INPUT",
     "INVALID_PARAMS",
@@ -63,6 +64,7 @@ WRITE_TIMEOUT: Final = -32007
 INVALID_INPUT: Final = -32008
 PERMISSION_DENIED: Final = -32009
 BUSY: Final = -32010
+DRAINING: Final = -32011
 
 #: `PtyError.kind` -> JSON-RPC error code. Read-only: it is part of the wire contract.
 APPLICATION_ERROR_CODES: Final[Mapping[str, int]] = types.MappingProxyType(
@@ -78,6 +80,7 @@ APPLICATION_ERROR_CODES: Final[Mapping[str, int]] = types.MappingProxyType(
         "invalid_input": INVALID_INPUT,
         "permission_denied": PERMISSION_DENIED,
         "busy": BUSY,
+        "draining": DRAINING,
     }
 )
 

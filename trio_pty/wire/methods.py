@@ -29,6 +29,7 @@ from trio_pty.limits import Limits
 from trio_pty.model import (
     CommandInfo,
     CommandResult,
+    DrainStatus,
     ExitEvent,
     Line,
     OutputChunk,
@@ -49,6 +50,7 @@ __all__ = [
     "COMMANDS",
     "DEFAULT_OWNER",
     "DETACH",
+    "DRAIN",
     "EXITED",
     "KILL",
     "LIST",
@@ -73,6 +75,7 @@ __all__ = [
     "CompactPage",
     "DetachParams",
     "DetachResult",
+    "DrainParams",
     "KillParams",
     "ListParams",
     "MethodSpec",
@@ -332,6 +335,9 @@ class ServerInfo:
     allowed_origins: list[str]
     sandbox: ServerSandbox | None = None
     scope: ServerScope | None = None
+    node: str | None = None  # --node-id: session ids are pty_<node>_<hex>
+    draining: bool = False
+    drain_remaining_s: float | None = None  # until the drain's deadline (None: not draining)
 
 
 # --------------------------------------------------------------------------------------------
@@ -352,6 +358,7 @@ class SpawnParams(Params[SessionInfo]):
     rows: int = 24
     cols: int = 80
     ready: Wait | None = None
+    idle_timeout: float | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -377,6 +384,7 @@ class SpawnShellParams(Params[SessionInfo]):
     rc: bool = True
     title: str | None = None
     notify_on_exit: bool = False
+    idle_timeout: float | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -478,6 +486,11 @@ class ServerInfoParams(Params[ServerInfo]):
 
 
 @attrs.frozen(kw_only=True)
+class DrainParams(Params[DrainStatus]):
+    deadline_s: float | None = None  # None: Limits.drain_timeout
+
+
+@attrs.frozen(kw_only=True)
 class CancelParams(Params[CancelResult]):
     id: str | int
 
@@ -501,6 +514,7 @@ ATTACH: Final = MethodSpec("pty.attach", AttachParams, SessionOutput)
 DETACH: Final = MethodSpec("pty.detach", DetachParams, DetachResult)
 OWNER_DELETE: Final = MethodSpec("owner.delete", OwnerDeleteParams, OwnerDeleteResult)
 SERVER_INFO: Final = MethodSpec("server.info", ServerInfoParams, ServerInfo)
+DRAIN: Final = MethodSpec("server.drain", DrainParams, DrainStatus)
 
 #: Cancels a request in flight on the same connection; the connection itself answers it
 #: (`trio_pty.rpc.connection`), so it has no handler and is not in `METHODS`.
@@ -526,6 +540,7 @@ METHODS: Final[Mapping[str, MethodSpec[Any, Any]]] = {
         DETACH,
         OWNER_DELETE,
         SERVER_INFO,
+        DRAIN,
     )
 }
 
