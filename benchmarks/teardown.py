@@ -375,7 +375,9 @@ async def run_crash(n: int, grace: float, bound: float, tag: str) -> dict[str, A
 INTERACTIVE: dict[str, tuple[str, list[str], str]] = {
     "bash": ("bash", ["--norc", "--noprofile", "-i"], r"[$#] ?$"),
     "python REPL": ("python3", ["-q"], r"^>>> ?$"),
-    "vim": ("vim", ["-u", "NONE", "-N", "-n"], "~"),
+    # vim draws on the alternate screen, which the lines show as one marker line (its "~"
+    # rows are never lines): ready once that marker is there.
+    "vim": ("vim", ["-u", "NONE", "-N", "-n"], r"^\[full-screen program running since"),
 }
 
 
@@ -393,6 +395,8 @@ async def kill_times(rounds: int, tag: str) -> dict[str, Any]:
                 info = await manager.spawn(
                     command, args, description=name, env=_env(tag), ready=ready
                 )
+                if info.ready is None or info.ready.reason != "matched":
+                    raise RuntimeError(f"{name} showed no prompt within {READY_TIMEOUT:g} s")
                 await trio.sleep(0.1)  # settled at its prompt
                 started = time.perf_counter()
                 final = await manager.kill(info.id, cleanup=True)
