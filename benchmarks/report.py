@@ -62,11 +62,14 @@ def _load_text(meta: dict[str, Any]) -> str:
         f"Background CPU use (this run idle, whole machine) was {before:.0%} just before the run "
         f"and {after:.0%} just after; load average {load[0]:.2f} at the start."
     )
-    if max(before, after) > BUSY_WARNING:
+    cpus = meta.get("cpu_count") or 1
+    if max(before, after) > BUSY_WARNING or load[0] > cpus / 2:
         text += (
             " **The machine was busy with other work during this run: treat the timings as "
             "noisy and regenerate them on a quiet machine before quoting them.**"
         )
+    if meta.get("note"):
+        text += f"\n\nNote on this run: {meta['note']}"
     return text
 
 
@@ -224,18 +227,20 @@ def plot(payload: dict[str, Any], path: str) -> None:
                 "s--",
             ),
         ):
-            past = [(by_n[str(n)][key]["median"] - grace) * 1000 for n in sizes]
+            # The crash case and the naive way run at the smaller sizes only.
+            ran = [n for n in sizes if by_n[str(n)][key]["n"]]
+            past = [(by_n[str(n)][key]["median"] - grace) * 1000 for n in ran]
             lows = [
                 p - (by_n[str(n)][key]["min"] - grace) * 1000
-                for n, p in zip(sizes, past, strict=True)
+                for n, p in zip(ran, past, strict=True)
             ]
             highs = [
                 (by_n[str(n)][key]["max"] - grace) * 1000 - p
-                for n, p in zip(sizes, past, strict=True)
+                for n, p in zip(ran, past, strict=True)
             ]
-            left.errorbar(sizes, past, yerr=[lows, highs], fmt=style, capsize=4, label=label)
+            left.errorbar(ran, past, yerr=[lows, highs], fmt=style, capsize=4, label=label)
             if key == "naive":
-                for n, value in zip(sizes, past, strict=True):
+                for n, value in zip(ran, past, strict=True):
                     running = max(by_n[str(n)]["naive_left_behind"])
                     left.annotate(
                         f"{running} left running",
@@ -245,6 +250,8 @@ def plot(payload: dict[str, Any], path: str) -> None:
                         xytext=(4, -12),
                     )
         left.axhline(50, color="green", linewidth=0.8, linestyle="--", label="goal: grace + 50 ms")
+        if 1024 in sizes:
+            left.plot([1024], [150], "g*", markersize=10, label="goal at N = 1,024: grace + 150 ms")
         if len(series) > 1:
             left.axhline(
                 100,

@@ -190,7 +190,7 @@ def _sweep(tag: str) -> list[str]:
     return described
 
 
-def run_all(*, quick: bool, only: list[str], out: str) -> int:
+def run_all(*, quick: bool, only: list[str], out: str, note: str = "") -> int:
     run_id = f"ptybench-{os.getpid()}-{int(time.time())}"
     print(
         f"benchmarks ({'quick' if quick else 'full'}): measuring background load...",
@@ -199,6 +199,7 @@ def run_all(*, quick: bool, only: list[str], out: str) -> int:
     )
     meta = machine_info()
     meta["mode"] = "quick" if quick else "full"
+    meta["note"] = note
     meta["background_busy_before"] = machine_busy()
     meta["loadavg_before"] = list(os.getloadavg())
     started = time.perf_counter()
@@ -233,6 +234,24 @@ def _print_summary(payload: dict[str, Any], failed: list[tuple[str, Any]], out: 
         print(f"  FAILED {name}: {check['check']}: {check['detail']}", file=sys.stderr)
 
 
+def run_profile(name: str, *, sessions: int, quick: bool) -> int:
+    """`--profile`: one case of a scenario under cProfile, in this process, tagged like a
+    run (anything it leaves is killed by pid and makes it fail)."""
+    scenario = module(name) if name in SCENARIOS else None
+    if scenario is None or not hasattr(scenario, "profile"):
+        print(f"no profile for {name!r}", file=sys.stderr)
+        return 2
+    tag = f"ptybench-profile-{os.getpid()}-{int(time.time())}"
+    ctx = Context(quick=quick, tag=tag, progress=Progress(name))
+    out = os.path.join(RESULTS_DIR, f"profile-{name}.prof")
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    scenario.profile(ctx, sessions, out)
+    left = _sweep(tag)
+    for line in left:
+        print(f"left behind (killed): {line}", file=sys.stderr)
+    return 1 if left else 0
+
+
 def _sigterm_as_sigint() -> None:
     """SIGTERM gets the Ctrl-C treatment (trio turns SIGINT into KeyboardInterrupt at a safe
     point, then every nursery and teardown runs): forward it to ourselves as SIGINT."""
@@ -258,19 +277,33 @@ def main(argv: list[str] | None = None) -> int:
         help="regenerate docs/benchmarks.md and the plot (default: full runs)",
     )
     parser.add_argument("--no-docs", action="store_true", help="do not regenerate the docs")
+    parser.add_argument(
+        "--note", default="", help="a sentence about the conditions of this run, for the docs"
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="SCENARIO",
+        help="run one case of SCENARIO under cProfile and print where the time went "
+        "(scenarios with a profile: teardown)",
+    )
+    parser.add_argument(
+        "--sessions", type=int, default=256, help="with --profile teardown: N (default 256)"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--child-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     _sigterm_as_sigint()
     if args.child:
         return run_child(args.child, quick=args.quick, out=args.child_out)
+    if args.profile:
+        return run_profile(args.profile, sessions=args.sessions, quick=args.quick)
     only = [name for name in args.only.split(",") if name]
     unknown = [name for name in only if name not in SCENARIOS]
     if unknown:
         parser.error(f"unknown scenario(s): {', '.join(unknown)}")
     default = "quick.json" if args.quick else "latest.json"
     out = os.path.abspath(args.out or os.path.join(RESULTS_DIR, default))
-    status = run_all(quick=args.quick, only=only, out=out)
+    status = run_all(quick=args.quick, only=only, out=out, note=args.note)
     if (args.docs or not args.quick) and not args.no_docs:
         report.write_docs(out)
     return status

@@ -7,8 +7,12 @@ every descriptor is closed. The same workload is torn down the naive way in the 
 
 from __future__ import annotations
 
+import cProfile
 import errno
+import gc
+import itertools
 import os
+import pstats
 import shutil
 import signal
 import statistics
@@ -28,7 +32,7 @@ import trio_pty
 from trio_pty import Limits, Wait
 from trio_pty.posix import proc
 
-from . import procs
+from . import procs, stats
 from .harness import REPO, Context, Result
 
 NAME = "teardown"
@@ -91,13 +95,26 @@ last process that went away was seen gone; processes still alive at the bound
 
 def _params(ctx: Context) -> dict[str, Any]:
     return {
-        "sizes": ctx.pick(quick=[16, 48], full=[16, 64, 256]),
+        "sizes": ctx.pick(quick=[16, 48], full=[16, 64, 256, 1024]),
+        # The crash case and the naive way run up to here: at 1,024 sessions each run takes
+        # ~25 s to set up, and the goals there are about trio-pty's own scaling.
+        "compare_up_to": 256,
         "rounds": ctx.pick(quick=1, full=3),
         "grace": ctx.pick(quick=0.25, full=Limits().terminate_grace),
         "naive_bound_past_grace": ctx.pick(quick=2.5, full=4.0),
         "trio_pty_bound_past_grace": 10.0,
         "kill_time_rounds": ctx.pick(quick=2, full=7),
     }
+
+
+def _limits(n: int, grace: float) -> Limits:
+    """Room for N sessions, and for spawning 1,024 of them on a busy machine."""
+    return Limits(
+        max_sessions=n,
+        max_sessions_per_owner=n,
+        terminate_grace=grace,
+        spawn_timeout=READY_TIMEOUT,
+    )
 
 
 def _kinds(n: int) -> list[str]:
@@ -143,22 +160,62 @@ async def _spawn_all(spawn_one: Any, kinds: Sequence[str]) -> None:
                 nursery.start_soon(one, kind)
 
 
-async def run_trio_pty(n: int, grace: float, bound: float, tag: str) -> dict[str, Any]:
-    limits = Limits(max_sessions=n, max_sessions_per_owner=n, terminate_grace=grace)
+@contextmanager
+def _gc_timer(collections: list[tuple[float, float, int]]) -> Iterator[None]:
+    """Record every garbage collection while inside: (start on the perf_counter clock,
+    duration in s, generation)."""
+    started: list[float] = []
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[:] = [time.perf_counter()]
+        elif started:
+            begun = started.pop()
+            collections.append((begun, time.perf_counter() - begun, info["generation"]))
+
+    gc.callbacks.append(callback)
+    try:
+        yield
+    finally:
+        gc.callbacks.remove(callback)
+
+
+PROFILE_BEFORE_KILL = 0.010
+
+
+async def _enable_at(profiler: cProfile.Profile, when: float) -> None:
+    with trio.CancelScope(shield=True):
+        await trio.sleep(max(0.0, when - time.perf_counter()))
+    profiler.enable()
+
+
+async def run_trio_pty(
+    n: int, grace: float, bound: float, tag: str, *, profiler: cProfile.Profile | None = None
+) -> dict[str, Any]:
+    """One teardown of N sessions; with `profiler`, that runs from 10 ms before the grace
+    ends until open_manager returned."""
+    limits = _limits(n, grace)
     env = _env(tag)
     fds_before = procs.fd_set()
     setup_started = time.perf_counter()
     t0 = 0.0
     recorded: dict[int, procs.Stat] = {}
-    with trio.CancelScope() as root:
-        async with trio_pty.open_manager(limits) as manager:
+    collections: list[tuple[float, float, int]] = []
+    with trio.CancelScope() as root, _gc_timer(collections):
+        async with trio.open_nursery() as helpers, trio_pty.open_manager(limits) as manager:
             await _spawn_all(lambda kind: _spawn_trio_pty(manager, kind, env), _kinds(n))
             setup_s = time.perf_counter() - setup_started
             recorded = procs.tagged(tag)
+            collections.clear()
             t0 = time.perf_counter()
+            if profiler is not None:
+                # The part the goal is about: from just before the grace ends.
+                helpers.start_soon(_enable_at, profiler, t0 + grace - PROFILE_BEFORE_KILL)
             root.cancel()
             await trio.lowlevel.checkpoint()  # raises Cancelled: the manager tears everything down
     exit_s = time.perf_counter() - t0
+    if profiler is not None:
+        profiler.disable()
     report = procs.confirm_gone(recorded, tag, t0=t0, bound=grace + bound, fds_before=fds_before)
     left_behind = procs.kill_and_wait(report.remaining)
     return {
@@ -166,9 +223,44 @@ async def run_trio_pty(n: int, grace: float, bound: float, tag: str) -> dict[str
         "n": n,
         "setup_s": setup_s,
         "exit_s": exit_s,
+        # Garbage collections during the teardown, and those past the grace (their time
+        # is in the figure the goal is about).
+        "gc_s": sum(duration for _, duration, _ in collections),
+        "gc_count": len(collections),
+        "gc_past_grace_s": sum(d for begun, d, _ in collections if begun + d > t0 + grace),
+        "gc_max_s": max((d for _, d, _ in collections), default=0.0),
         **report.as_json(),
         "still_present_after_cleanup": left_behind,
     }
+
+
+def profile(ctx: Context, n: int, out: str) -> None:
+    """`python -m benchmarks --profile teardown`: one trio-pty teardown of N sessions (full
+    mode's grace) under cProfile, from 10 ms before the grace ends (the time the goal is
+    about) until open_manager returned; prints where
+    the time went and writes the raw profile to `out` (for snakeviz or pstats)."""
+    profiler = cProfile.Profile()
+    grace = Limits().terminate_grace
+    tag = f"{ctx.tag}/teardown/profile/{n}"
+    try:
+        run = trio.run(
+            lambda: run_trio_pty(
+                n, grace, _params(ctx)["trio_pty_bound_past_grace"], tag, profiler=profiler
+            )
+        )
+    finally:
+        procs.kill_and_wait(procs.tagged(tag))
+    profiler.dump_stats(out)
+    print(
+        f"N = {n}: {run['recorded']} processes, all gone {run['gone_s']:.3f} s after the cancel "
+        f"(+{(run['gone_s'] - grace) * 1000:.0f} ms past the {grace:g} s grace), open_manager "
+        f"returned after {run['exit_s']:.3f} s; {run['gc_count']} garbage collections "
+        f"took {run['gc_s'] * 1000:.1f} ms in all (the longest {run['gc_max_s'] * 1000:.1f} "
+        f"ms), {run['gc_past_grace_s'] * 1000:.1f} ms past the grace; profile written to {out}"
+    )
+    stats = pstats.Stats(profiler)
+    stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats(25)
 
 
 # --------------------------------------------------------------------------- crash
@@ -183,7 +275,7 @@ trio.run(crash_child, int(sys.argv[1]), float(sys.argv[2]), sys.argv[3])
 
 async def crash_child(n: int, grace: float, tag: str) -> None:
     """The manager's process in the crash case: set up the workload, say so, wait to die."""
-    limits = Limits(max_sessions=n, max_sessions_per_owner=n, terminate_grace=grace)
+    limits = _limits(n, grace)
     async with trio_pty.open_manager(limits) as manager:
         await _spawn_all(lambda kind: _spawn_trio_pty(manager, kind, _env(tag)), _kinds(n))
         print(manager.id, flush=True)
@@ -283,7 +375,9 @@ async def run_crash(n: int, grace: float, bound: float, tag: str) -> dict[str, A
 INTERACTIVE: dict[str, tuple[str, list[str], str]] = {
     "bash": ("bash", ["--norc", "--noprofile", "-i"], r"[$#] ?$"),
     "python REPL": ("python3", ["-q"], r"^>>> ?$"),
-    "vim": ("vim", ["-u", "NONE", "-N", "-n"], "~"),
+    # vim draws on the alternate screen, which the lines show as one marker line (its "~"
+    # rows are never lines): ready once that marker is there.
+    "vim": ("vim", ["-u", "NONE", "-N", "-n"], r"^\[full-screen program running since"),
 }
 
 
@@ -301,6 +395,8 @@ async def kill_times(rounds: int, tag: str) -> dict[str, Any]:
                 info = await manager.spawn(
                     command, args, description=name, env=_env(tag), ready=ready
                 )
+                if info.ready is None or info.ready.reason != "matched":
+                    raise RuntimeError(f"{name} showed no prompt within {READY_TIMEOUT:g} s")
                 await trio.sleep(0.1)  # settled at its prompt
                 started = time.perf_counter()
                 final = await manager.kill(info.id, cleanup=True)
@@ -444,8 +540,9 @@ async def _main(ctx: Context, result: Result) -> None:
     for n in params["sizes"]:
         for number in range(params["rounds"]):
             # Interleaved, the order rotating from round to round.
-            variants = ["trio-pty", "crash", "naive"]
-            order = variants[number % 3 :] + variants[: number % 3]
+            variants = ["trio-pty", "crash", "naive"] if n <= params["compare_up_to"] else []
+            variants = variants or ["trio-pty"]
+            order = variants[number % len(variants) :] + variants[: number % len(variants)]
             for variant in order:
                 ctx.progress(f"N={n} round {number + 1}/{params['rounds']} {variant}")
                 tag = f"{ctx.tag}/teardown/{variant}/{n}/{number}"
@@ -555,7 +652,8 @@ def _summarize(result: Result, runs: list[dict[str, Any]]) -> None:
             )
     result.data["by_n"] = by_n
     result.data["grace"] = grace
-    largest = max(sizes)
+    compared = [n for n in sizes if n <= result.params["compare_up_to"]]
+    largest = max(compared)
     ours = by_n[str(largest)]["trio_pty"]
     naive = by_n[str(largest)]["naive"]
     bound = grace + 0.050
@@ -572,6 +670,7 @@ def _summarize(result: Result, runs: list[dict[str, Any]]) -> None:
         baseline=f"naive {naive['median']:.3f} s",
         ratio=ours["median"] / naive["median"] if naive["median"] else None,
     )
+    _summarize_scaling(result, by_n, sizes, grace)
     crash_at = by_n[str(largest)]["crash"]
     crash_bound = grace + 0.100
     crash_runs = [r for r in runs if r["variant"] == "crash"]
@@ -626,6 +725,51 @@ def _summarize(result: Result, runs: list[dict[str, Any]]) -> None:
         "their own session and background jobs of the job-control shells), which the "
         "benchmark then killed; its time counts only the processes that did go away."
     )
+
+
+def _summarize_scaling(
+    result: Result, by_n: dict[str, Any], sizes: Sequence[int], grace: float
+) -> None:
+    """Time past the grace against N, per session, and the marginal cost of each added
+    session (the slope between two sizes): flat means no superlinear term."""
+    past = {n: (by_n[str(n)]["trio_pty"]["median"] - grace) * 1000 for n in sizes}
+    slopes = {
+        n: (past[n] - past[previous]) / (n - previous) for previous, n in itertools.pairwise(sizes)
+    }
+    result.data["past_grace_ms"] = past
+    result.data["marginal_ms_per_session"] = slopes
+    rows = ["    N   past grace   per session   marginal (from the previous N)"]
+    for n in sizes:
+        slope = f"{slopes[n]:.3f} ms" if n in slopes else "-"
+        rows.append(f"{n:5d}   {past[n]:7.0f} ms   {past[n] / n:8.3f} ms   {slope:>12}")
+    result.notes.append(
+        "trio-pty's time past the grace against N (medians; the marginal cost is the slope "
+        "between this N and the previous one):\n\n```\n" + "\n".join(rows) + "\n```"
+    )
+    if 1024 not in past:
+        return
+    result.goal(
+        "N = 1,024: all gone within terminate_grace + 150 ms",
+        f"+{past[1024]:.0f} ms past the grace (max "
+        f"+{(by_n['1024']['trio_pty']['max'] - grace) * 1000:.0f} ms)",
+        past[1024] <= 150,
+        key="teardown_1024",
+        subject=f"+{past[1024]:.0f} ms",
+    )
+    if 256 in slopes:
+        # Each session past 256 may cost at most 1.5x what one past 64 cost (noise room).
+        ratio = stats.ratio(slopes[1024], max(slopes[256], 0.01))
+        result.goal(
+            "Cost per session past the grace flat in N (the slope from 256 to 1,024 at most "
+            "1.5x the slope from 64 to 256)",
+            f"{slopes[1024]:.3f} ms per added session from 256 to 1,024, "
+            f"{slopes[256]:.3f} ms from 64 to 256 ({ratio:.2f}x)",
+            ratio <= 1.5,
+            key="teardown_slope",
+            subject=f"{slopes[1024]:.3f} ms/session",
+            baseline=f"{slopes[256]:.3f} ms/session",
+            ratio=ratio,
+        )
 
 
 def _summarize_kill_time(result: Result) -> None:

@@ -8,6 +8,7 @@ import os
 import shlex
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,35 @@ async def test_manager_exit_tears_down_sessions_concurrently() -> None:
         elapsed = trio.current_time() - start
     # 16 sessions that ignore SIGTERM: one grace, not sixteen, nor two.
     assert LONG_GRACE <= elapsed <= LONG_GRACE + ONE_GRACE_MARGIN, elapsed
+
+
+async def test_the_grace_counts_from_the_cancel_not_from_the_task_leaving_the_block() -> None:
+    """Trio runs the task leaving `open_manager` after every task the cancellation woke, and
+    with a thousand sessions that took hundreds of ms; the block's own cleanup can take long
+    too (a blocking 0.4 s here, after one checkpoint so that every session's task has seen
+    the cancellation). The grace must still count from the cancel: before, it counted from
+    when that task got round to `_close`, so this teardown took grace + 0.4 s. A few rounds,
+    as the order in which trio runs a batch varies."""
+    delay = 0.4
+    for _ in range(3):
+        with trio.fail_after(20):
+            with trio.CancelScope() as scope:
+                async with trio_pty.open_manager(LIMITS) as manager:
+                    for index in range(4):
+                        ready = Wait(pattern="ready", timeout_ms=5000)
+                        await manager.spawn(
+                            "sh", ["-c", IGNORES_TERM], description=f"s{index}", ready=ready
+                        )
+                    start = trio.current_time()
+                    scope.cancel()
+                    try:
+                        await trio.sleep_forever()
+                    finally:
+                        with trio.CancelScope(shield=True):
+                            await trio.lowlevel.checkpoint()
+                        time.sleep(delay)  # noqa: ASYNC251 (the slow cleanup, on purpose)
+            elapsed = trio.current_time() - start
+        assert GRACE <= elapsed < GRACE + delay, elapsed
 
 
 async def test_stopped_child_is_torn_down() -> None:

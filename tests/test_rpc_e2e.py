@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 from trio_websocket import ConnectionClosed
@@ -113,6 +114,35 @@ async def test_prints_urls_and_round_trips(live: ServerProcess, request: Any) ->
             info_reply = await client.request(ServerInfoParams())
             assert info_reply.limits.terminate_grace == 0.3
             assert "name_substrings" in info_reply.environment.deny
+
+
+async def test_compact_pages_are_the_object_pages(live: ServerProcess, request: Any) -> None:
+    """`format: "compact"` over a real server: the raw result is strings with implied numbers
+    (explicit ones where a search skipped lines), and the client turns it into the very page
+    the object form gives."""
+    owner = owner_for(request)
+    with trio.fail_after(15):
+        async with connect(live.url, live.token) as client:
+            info = await client.request(
+                SpawnParams(command="seq", args=["1", "40"], owner=owner, description="seq")
+            )
+            ended = Wait(exit=True, timeout_ms=5000)
+            await client.request(ReadParams(id=info.id, owner=owner, wait=ended))
+            for extra in ({"offset": 3, "limit": 10}, {"pattern": "^[13]$|0"}, {"tail": 5}):
+                as_object = ReadParams(id=info.id, owner=owner, **extra)
+                compact = attrs.evolve(as_object, format="compact")
+                page = await client.request(as_object)
+                assert page.lines
+                assert await client.request(compact) == page
+                raw = await client.call(
+                    "pty.read", {"id": info.id, "owner": owner, "format": "compact", **extra}
+                )
+                assert raw["lines"] == [line.text for line in page.lines]
+                assert raw["start"] == page.lines[0].number
+                numbers = [line.number for line in page.lines]
+                implied = list(range(numbers[0], numbers[0] + len(numbers)))
+                assert raw["numbers"] == (None if numbers == implied else numbers)
+            await client.request(KillParams(id=info.id, owner=owner, cleanup=True))
 
 
 async def test_every_error_code_leaves_the_connection_usable(

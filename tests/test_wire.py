@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import trio_pty
 import trio_pty.wire
 from trio_pty import errors, wire
-from trio_pty.model import OutputChunk
+from trio_pty.model import Line, OutputChunk, ReadPage
 from trio_pty.wire import (
     APPLICATION_ERROR_CODES,
     INTERNAL_ERROR,
@@ -911,6 +911,59 @@ def test_results_are_read_leniently() -> None:
     # Requests stay strict.
     with pytest.raises(InvalidParams, match="unknown field: colour"):
         wire.structure_request({"colour": "red"}, wire.ServerInfoParams)
+
+
+@st.composite
+def read_pages(draw: st.DrawFn) -> ReadPage:
+    """Pages as the buffer makes them: line numbers only grow, with gaps where a search or a
+    hidden line skipped some (or none), and any text."""
+    first = draw(st.integers(0, 2**40))
+    steps = draw(st.lists(st.one_of(st.just(1), st.integers(1, 5)), max_size=30))
+    numbers = [first + sum(steps[:i]) for i in range(len(steps))]
+    texts = draw(st.lists(st.text(), min_size=len(numbers), max_size=len(numbers)))
+    total = (numbers[-1] + 1 if numbers else first) + draw(st.integers(0, 3))
+    return ReadPage(
+        lines=[Line(n, t) for n, t in zip(numbers, texts, strict=True)],
+        total_lines=total,
+        first_line=draw(st.integers(0, first)),
+        has_more=draw(st.booleans()),
+        next_offset=draw(st.integers(0, total)),
+        missed_lines=draw(st.integers(0, 5)),
+        reason=draw(st.sampled_from([None, "matched", "idle", "exited", "timeout", "prompt"])),
+    )
+
+
+@given(read_pages())
+def test_compact_and_object_pages_carry_the_same_lines(page: ReadPage) -> None:
+    """What the client makes of the compact form, after the JSON round trip, is exactly the
+    object form's page; consecutive numbers are implied, not sent."""
+    params = wire.ReadParams(id="pty_1", format="compact")
+    compact = wire.read_result(params, page)
+    assert isinstance(compact, wire.CompactPage)
+    sent = json.loads(wire.dumps(wire.unstructure_result(compact)))
+    assert wire.structure_result(sent, wire.CompactPage).page() == page
+    numbers = [line.number for line in page.lines]
+    consecutive = numbers == list(range(numbers[0], numbers[0] + len(numbers))) if numbers else True
+    assert (sent["numbers"] is None) == consecutive
+    assert all(isinstance(text, str) for text in sent["lines"])
+    # The object form is the default, and unchanged.
+    assert wire.read_result(wire.ReadParams(id="pty_1"), page) is page
+    as_object = json.loads(wire.dumps(wire.unstructure_result(page)))
+    assert wire.structure_result(as_object, ReadPage) == page
+
+
+def test_a_compact_page_with_numbers_not_matching_its_lines_is_refused() -> None:
+    broken = wire.CompactPage(
+        start=0,
+        lines=["a", "b"],
+        numbers=[3],
+        total_lines=5,
+        first_line=0,
+        has_more=False,
+        next_offset=5,
+    )
+    with pytest.raises(ValueError, match="1 numbers for 2 lines"):
+        broken.page()
 
 
 @given(offset=st.integers(0, 2**53), data=st.binary(max_size=64), gap=st.booleans())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import collections
+import gc
 import logging
 import os
 import secrets
@@ -82,6 +83,30 @@ def _release_subreaper() -> None:
         proc.set_child_subreaper(False)
 
 
+_collector_pauses = 0
+_collector_was_on = False
+
+
+def _pause_collector() -> None:
+    """Garbage collection off while a manager tears down (as with the subreaper, counted
+    across managers, and left as the embedding program had it): with a thousand sessions a
+    full collection walks every session's objects and takes hundreds of ms, which would land
+    in the teardown's bound (docs/benchmarks.md). Teardown allocates little; what cycles it
+    leaves are collected once collection is back on."""
+    global _collector_pauses, _collector_was_on
+    if _collector_pauses == 0:
+        _collector_was_on = gc.isenabled()
+        gc.disable()
+    _collector_pauses += 1
+
+
+def _resume_collector() -> None:
+    global _collector_pauses
+    _collector_pauses -= 1
+    if _collector_pauses == 0 and _collector_was_on:
+        gc.enable()
+
+
 class _NoPublicConstructor(type):
     """A class that only its factory may instantiate (trio's Nursery does the same): calling
     the class raises, the factory calls `_create`."""
@@ -136,6 +161,7 @@ class Manager(metaclass=_NoPublicConstructor):
         self._deleted: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._running: set[Session] = set()
         self._closing = False
+        self._shutting_down_at: float | None = None
         self._screens = ScreenCache(limits.max_live_screens, limits.screen_idle_timeout)
         self._cursors = ReadCursors(limits.max_read_cursors)
         self._drain_deadline: float | None = None  # trio time; None: not draining
@@ -512,6 +538,7 @@ class Manager(metaclass=_NoPublicConstructor):
             manager_id=self.id,
             table=self._table,
             on_change=self._wake_status_waiters,
+            shutdown_moment=self._shutdown_moment,
             **fields,  # type: ignore[arg-type]
         )
 
@@ -1218,11 +1245,19 @@ class Manager(metaclass=_NoPublicConstructor):
         """Leaving `open_manager`: refuse new spawns, stamp every session's teardown with
         the same moment (every grace counts from it), sweep escapees, cancel the nursery."""
         self._closing = True
-        now = trio.current_time()
+        now = self._shutdown_moment()
         for session in self._running:
             session.shut_down(now)
         self._nursery.start_soon(self._sweep)
         self._nursery.cancel_scope.cancel()
+
+    def _shutdown_moment(self) -> float:
+        """When the shutdown began: the first call fixes it (`_close`, or a session that saw
+        the cancellation before `_close` ran), and every grace counts from it."""
+        if self._shutting_down_at is None:
+            self._shutting_down_at = trio.current_time()
+            _pause_collector()
+        return self._shutting_down_at
 
     async def _sweep(self) -> None:
         """At shutdown: end every process carrying this manager's tag that was reparented to
@@ -1236,7 +1271,7 @@ class Manager(metaclass=_NoPublicConstructor):
                 tagged = snapshot.with_tags_of(self.id, orphans_only=True)
                 return {e.pid: e for e in tagged if e.pid not in leaders}
 
-            now = trio.current_time()
+            now = self._shutdown_moment()
             report = await reap.Teardown(
                 escaped,
                 self._table,
@@ -1349,8 +1384,12 @@ async def open_manager(
             finally:
                 manager._close()
     finally:
-        if manager is not None:
-            manager._table.release_pins()
-            await manager._guard.close()  # every session is gone: the keeper may go
-        if subreaper:
-            _release_subreaper()
+        try:
+            if manager is not None:
+                manager._table.release_pins()
+                await manager._guard.close()  # every session is gone: the keeper may go
+        finally:
+            if manager is not None and manager._shutting_down_at is not None:
+                _resume_collector()  # paused by _shutdown_moment
+            if subreaper:
+                _release_subreaper()

@@ -95,6 +95,10 @@ class ProcessTable:
         """Group and session ids -> (pid, start time) of the zombie of ours holding them."""
         self._quiet_since: dict[int, float] = {}
         """Pinned ids whose last scan showed nothing but pins -> when that scan finished."""
+        self._pinned_by_owner: dict[Tags, list[int]] | None = None
+        """`pinned_groups` for every session at once, rebuilt after pins or their owners
+        changed: each of N teardowns asks every round, and a scan of all the pins for each
+        made a round cost N x pins."""
 
     def snapshot(self, *, not_before: float | None = None, throttle: bool = True) -> Snapshot:
         """A snapshot taken at or after `not_before`, or else (with `throttle`) the newest
@@ -131,6 +135,7 @@ class ProcessTable:
             elif now - seen < _OWNER_MEMORY:
                 owners[ident] = (tags, seen)
         self._owners = owners
+        self._pinned_by_owner = None
         for key, found in self._tag_cache.items():
             # A zombie's tags are known if it was seen alive: its ids are still the ones
             # it lived in.
@@ -141,6 +146,8 @@ class ProcessTable:
     def _own(self, entry: ProcEntry, tags: Tags) -> None:
         now = self._clock()
         for ident in (entry.pgid, entry.sid):
+            if ident in self._pins and self._owners.get(ident, (None,))[0] != tags:
+                self._pinned_by_owner = None
             self._owners[ident] = (tags, now)
 
     def note_members(self, entries: Iterable[ProcEntry], tags: Tags | None = None) -> None:
@@ -165,7 +172,12 @@ class ProcessTable:
 
     def pinned_groups(self, tags: Tags) -> list[int]:
         """The pinned ids that belong to this session: safe to signal as groups."""
-        return [i for i in self._pins if i in self._owners and self._owners[i][0] == tags]
+        if self._pinned_by_owner is None:
+            self._pinned_by_owner = collections.defaultdict(list)
+            for ident in self._pins:
+                if ident in self._owners:
+                    self._pinned_by_owner[self._owners[ident][0]].append(ident)
+        return list(self._pinned_by_owner.get(tags, ()))
 
     def active(self, ids: Iterable[int]) -> bool:
         """True while one of these pinned ids showed anything but pins in the last scan."""
@@ -198,6 +210,7 @@ class ProcessTable:
             }
             for ident in free:  # (a zombie another manager holds can pin for us too)
                 self._pins[ident] = entry.key
+                self._pinned_by_owner = None
                 held.add(entry.key)
                 _HELD[entry.key] += 1
             if not free and entry.key not in _HELD:
@@ -223,6 +236,7 @@ class ProcessTable:
 
     def _drop(self, ident: int, key: tuple[int, int]) -> None:
         del self._pins[ident]
+        self._pinned_by_owner = None
         self._quiet_since.pop(ident, None)
         _HELD[key] -= 1
         if _HELD[key] <= 0:

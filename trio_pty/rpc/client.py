@@ -47,10 +47,13 @@ from trio_pty.wire import (
     RECEIVE_BUFFER_BYTES,
     AttachParams,
     CancelParams,
+    CompactPage,
     DetachParams,
+    InvalidResult,
     Notification,
     NotificationSpec,
     Params,
+    ReadParams,
     Response,
     SessionOutput,
     encode_notification,
@@ -289,6 +292,13 @@ class TrioPtyClient:
         fit its record (a field missing or mistyped; extra fields are fine)."""
         spec = spec_of(params)
         result = await self.call(spec.name, unstructure_params(params))
+        if isinstance(params, ReadParams) and params.format == "compact":
+            # The page came in its compact form; callers get the same ReadPage either way.
+            try:
+                page = structure_result(result, CompactPage).page()
+            except ValueError as exc:
+                raise InvalidResult(f"CompactPage: {exc}") from exc
+            return cast(R, page)  # R is ReadPage: ReadParams is Params[ReadPage]
         return structure_result(result, spec.result)
 
     async def notify(self, params: Params[Any]) -> None:

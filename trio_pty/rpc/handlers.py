@@ -61,6 +61,7 @@ from trio_pty.wire import (
     ServerInfoParams,
     SessionList,
     SessionOutput,
+    read_result,
 )
 
 __all__ = ["HANDLERS", "Context", "Route", "call_manager"]
@@ -106,6 +107,9 @@ class Route(Generic[P, R]):
 
     spec: MethodSpec[P, R]
     handler: Handler[P, R]
+    form: Callable[[P, R], object] | None = None
+    """The record that carries the result on the wire, when the params choose among forms
+    (`pty.read`'s `format`); None: the result record itself."""
 
 
 def call_manager(method: Callable[..., Awaitable[R]]) -> Handler[Params[R], R]:
@@ -185,7 +189,7 @@ HANDLERS: Final[dict[str, Route[Any, Any]]] = {
         Route(RUN, call_manager(Manager.run)),
         Route(COMMANDS, _commands),
         Route(WRITE, call_manager(Manager.write)),
-        Route(READ, _read),
+        Route(READ, _read, read_result),
         Route(READ_RAW, _read_raw),
         Route(SCREEN, call_manager(Manager.screen)),
         Route(LIST, _list),

@@ -190,8 +190,10 @@ class Connection:
             error: ErrorObject | None = None
             with scope:
                 try:
-                    handler = HANDLERS[call.spec.name].handler
-                    outcome = await handler(_CallContext(self, call), call.params)
+                    route = HANDLERS[call.spec.name]
+                    outcome = await route.handler(_CallContext(self, call), call.params)
+                    if route.form is not None:
+                        outcome = route.form(call.params, outcome)
                 except Exception as exc:
                     error = error_for(exc)
                     if error is None:

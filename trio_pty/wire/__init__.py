@@ -82,6 +82,7 @@ from trio_pty.wire.methods import (
     CancelResult,
     CommandList,
     CommandsParams,
+    CompactPage,
     DetachParams,
     DetachResult,
     DrainParams,
@@ -112,6 +113,7 @@ from trio_pty.wire.methods import (
     WriteParams,
     notification_frame,
     output_frame,
+    read_result,
     spec_of,
 )
 
@@ -153,6 +155,7 @@ __all__ = [
     "CancelResult",
     "CommandList",
     "CommandsParams",
+    "CompactPage",
     "DetachParams",
     "DetachResult",
     "DrainParams",
@@ -207,6 +210,7 @@ __all__ = [
     "output_frame",
     "parse_message",
     "parse_server_message",
+    "read_result",
     "request_cancelled",
     "spec_of",
     "structure_request",
