@@ -106,7 +106,18 @@ def run_tests(
 ) -> tuple[str, float, str]:
     """Run pytest on `tests` in the copy, stopping at the first failure: (verdict, seconds,
     detail). pytest runs in a process group of its own, ended as a whole on a timeout."""
-    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-x",
+        "-n",
+        "0",
+        "-p",
+        "no:cacheprovider",
+        *tests,
+    ]
     started = time.monotonic()
     with subprocess.Popen(
         command,
