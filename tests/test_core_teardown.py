@@ -4,6 +4,7 @@ bound, on every path (kill, exit, owner deleted, manager exit or cancellation)."
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import shlex
 import signal
@@ -174,6 +175,33 @@ async def test_the_grace_counts_from_the_cancel_not_from_the_task_leaving_the_bl
                         time.sleep(delay)  # noqa: ASYNC251 (the slow cleanup, on purpose)
             elapsed = trio.current_time() - start
         assert GRACE <= elapsed < GRACE + delay, elapsed
+
+
+async def test_a_cancelled_spawn_is_not_taken_for_the_managers_shutdown() -> None:
+    """A spawn cancelled around the moment its session reports started stays under the
+    spawn's cancelled scope (trio does not move a task whose start was cancelled), and its
+    tasks see a cancellation from outside the session. That once fixed the manager's
+    shutdown moment there: the collector stayed off, and the real close, later, found every
+    grace long past and sent SIGKILL at once (0.01 s here). A few delays, as where the
+    cancel lands varies."""
+    limits = Limits(terminate_grace=GRACE)
+    collector_was_on = gc.isenabled()
+    gc.enable()
+    try:
+        with trio.fail_after(20):
+            async with trio_pty.open_manager(limits) as manager:
+                for delay in (0, 0.0005, 0.001, 0.002, 0.005, 0.01):
+                    with trio.move_on_after(delay):
+                        await manager.spawn("sleep", ["10"], description="cancelled")
+                    assert gc.isenabled(), delay
+                await manager.spawn("sh", ["-c", IGNORES_TERM], description="stubborn")
+                await trio.sleep(GRACE + 0.2)  # past a grace counted from a cancelled spawn
+                start = trio.current_time()
+            elapsed = trio.current_time() - start
+        assert elapsed >= GRACE, elapsed
+    finally:
+        if not collector_was_on:
+            gc.disable()
 
 
 async def test_stopped_child_is_torn_down() -> None:

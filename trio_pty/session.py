@@ -142,6 +142,7 @@ class Session:
         "_stop",
         "_stop_at",
         "_table",
+        "_under_manager",
         "_way_out",
         "_write_lock",
         "args",
@@ -245,6 +246,7 @@ class Session:
         self._stop_at: float | None = None
         self._notifying: trio.CancelScope | None = None
         self._shut_down = False
+        self._under_manager = False  # see run
         # A shell session's commands and prompts (spawn_shell sets it before the reader runs).
         self.shell: ShellTracker | None = None
 
@@ -311,6 +313,7 @@ class Session:
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Spawn the child, run the task tree until the session ends, then tear down."""
+        starting_in = trio.lowlevel.current_task().parent_nursery
         self._master, slave = spawn.open_pty(self.rows, self.cols)
         self._last_input_at = trio.current_time()  # idle counts from the start
         try:
@@ -344,6 +347,12 @@ class Session:
                             self._expire_idle, self.idle_timeout, name="trio_pty.idle_timeout"
                         )
                     task_status.started()
+                    # Moved to the manager's nursery, unless the spawn was cancelled before
+                    # it reported started (trio then leaves the task where it was, under the
+                    # spawn's cancelled scope): that cancellation is not a shutdown.
+                    self._under_manager = (
+                        trio.lowlevel.current_task().parent_nursery is not starting_in
+                    )
                     await self._noting_cancellation(self._stop.wait, own)
                     await self._teardown()
                     # Everything is gone, so the slave is closed: the reader reaches EIO soon.
@@ -371,7 +380,8 @@ class Session:
         try:
             await body()
         except trio.Cancelled:
-            if self._stop_at is None and not any(scope.cancel_called for scope in own):
+            outside = not any(scope.cancel_called for scope in own)
+            if self._under_manager and self._stop_at is None and outside:
                 self._shutdown_moment()
             raise
 
