@@ -8,6 +8,7 @@ import gc
 import os
 import shlex
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ import trio
 
 import trio_pty
 from trio_pty import Limits, Wait
+from trio_pty.posix import proc
 
 from .helpers import (
     alive,
@@ -202,6 +204,50 @@ async def test_a_cancelled_spawn_is_not_taken_for_the_managers_shutdown() -> Non
     finally:
         if not collector_was_on:
             gc.disable()
+
+
+def _process_with_pid(pid: int, started: list[subprocess.Popen[bytes]]) -> bool:
+    """Start `setsid sleep 30` as pid `pid` (the kernel's next pid set just below it; root
+    only); False when another fork on the machine took the pid first."""
+    with open("/proc/sys/kernel/ns_last_pid", "w") as last:
+        last.write(str(pid - 1))
+    bystander = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    started.append(bystander)
+    return bystander.pid == pid
+
+
+async def test_a_recycled_leader_pid_is_left_alone() -> None:
+    """Once the leader is reaped, its pid, and the group and session ids it named, can be
+    another process's: here a `setsid sleep` started as that pid while the session's
+    teardown still waits out the grace for a member of its own session that ignores TERM.
+    The teardown looked up the leader's group and session by that pid and killed the
+    stranger. (Forcing the pid takes root: /proc/sys/kernel/ns_last_pid.)"""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to choose the next pid")
+    script = (
+        "setsid sh -c 'trap \"\" HUP TERM; while :; do sleep 0.1; done' & echo ready; exec sleep 30"
+    )
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        with trio.fail_after(20):
+            async with trio_pty.open_manager(Limits(terminate_grace=2.0)) as manager:
+                ready = Wait(pattern="ready", timeout_ms=5000)
+                info = await manager.spawn("sh", ["-c", script], description="s", ready=ready)
+                await poll_until(lambda: len(tagged_processes(manager, info.id)) >= 3)
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(manager.kill, info.id)
+                    await poll_until(lambda: proc.read_stat(info.pid) is None)  # reaped
+                    for _ in range(20):
+                        if _process_with_pid(info.pid, started):
+                            break
+                    else:
+                        pytest.skip("other forks kept taking the pid")
+                stranger = started[-1]
+                assert stranger.poll() is None, stranger.returncode
+    finally:
+        for process in started:
+            process.kill()
+            process.wait()
 
 
 async def test_stopped_child_is_torn_down() -> None:

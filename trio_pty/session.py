@@ -616,8 +616,14 @@ class Session:
         self._change("torn_down")
 
     def _find_processes(self, snapshot: proc.Snapshot) -> dict[int, proc.ProcEntry]:
+        # The leader's pid names its group and session for as long as they have members,
+        # reaped or not; a process with that pid after the reap is another one (a recycled
+        # pid, leading a group of its own), and nothing of ours is in its group then.
+        process = self._process
+        reaped = process is None or process.returncode is not None
+        recycled = reaped and self.pid in snapshot.entries
         return snapshot.members(
-            leader=self.pid,
+            leader=None if recycled else self.pid,
             groups=self._signalable_groups(),
             manager_id=self._manager_id,
             session_id=self.id,

@@ -209,11 +209,14 @@ class Snapshot:
         return found
 
     def members(
-        self, *, leader: int, groups: Iterable[int], manager_id: str, session_id: str
+        self, *, leader: int | None, groups: Iterable[int], manager_id: str, session_id: str
     ) -> dict[int, ProcEntry]:
-        """Every process of one session, living or dead, never ourselves or our group."""
-        seeds: set[int] = set(self.by_sid.get(leader, ()))
-        for pgid in (leader, *groups):
+        """Every process of one session, living or dead, never ourselves or our group.
+        `leader` is the leader's pid, None when that pid now names another process."""
+        seeds: set[int] = set()
+        if leader is not None:
+            seeds.update(self.by_sid.get(leader, ()), self.by_pgid.get(leader, ()))
+        for pgid in groups:
             seeds.update(self.by_pgid.get(pgid, ()))
         seeds.update(self.tagged(manager_id, session_id))
         return self.descendants(seeds)
