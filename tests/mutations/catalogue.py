@@ -77,6 +77,22 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     # ------------------------------------------------------------------ teardown
     Mutation(
+        name="recycled-leader-pid-searched",
+        guarantee="never the wrong process: a reaped leader's recycled pid names a stranger",
+        path="trio_pty/session.py",
+        old="leader=None if recycled else self.pid,",
+        new="leader=self.pid,",
+        tests=(f"{TEARDOWN}::test_a_recycled_leader_pid_is_left_alone",),
+    ),
+    Mutation(
+        name="cancelled-spawn-taken-for-shutdown",
+        guarantee="every grace counts from the manager's real shutdown",
+        path="trio_pty/session.py",
+        old="if self._under_manager and self._stop_at is None and outside:",
+        new="if self._stop_at is None and outside:",
+        tests=(f"{TEARDOWN}::test_a_cancelled_spawn_is_not_taken_for_the_managers_shutdown",),
+    ),
+    Mutation(
         name="no-hangup",
         guarantee="teardown starts with a hangup (SIGHUP to the leader and the tty's group)",
         path="trio_pty/posix/reap.py",
