@@ -50,6 +50,9 @@ async def test_readline_editing_and_ctrl_r_read_as_the_screen_showed_them() -> N
             await manager.write(
                 session_id, "echo second\r", wait=Wait(pattern="^second$", timeout_ms=5000)
             )
+            # Ctrl-R only once readline reads again (the new prompt is on the screen): typed
+            # while bash runs the command, the terminal is in cooked mode and echoes it as ^R.
+            await manager.screen(session_id, wait=Wait(pattern="^qa\\$ $", timeout_ms=5000))
             # Ctrl-R, search "fir", Enter: runs "echo first-cmd" again.
             await manager.write(session_id, "\x12fir")
             await manager.screen(
