@@ -241,6 +241,7 @@ class LongestStep(trio.abc.Instrument):
 
     def __init__(self) -> None:
         self.longest = 0.0
+        self.total = 0.0
         # The step that installs the instrument ends without having begun under it.
         self._began = time.thread_time()
 
@@ -248,7 +249,9 @@ class LongestStep(trio.abc.Instrument):
         self._began = time.thread_time()
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
-        self.longest = max(self.longest, time.thread_time() - self._began)
+        step = time.thread_time() - self._began
+        self.longest = max(self.longest, step)
+        self.total += step
 
 
 async def test_a_slow_pattern_never_stalls_other_tasks() -> None:
@@ -281,9 +284,15 @@ async def test_a_slow_pattern_never_stalls_other_tasks() -> None:
                     if not page.has_more:
                         break
                     offset = page.next_offset
+                # Ends the step this loop is in, so that reads that never let another task
+                # run are measured too (as one step holding all their work: before each
+                # read checkpointed after its last slice, 14 reads ran as one 0.35 s step).
+                await trio.lowlevel.checkpoint()
             finally:
                 trio.lowlevel.remove_instrument(steps)
-            assert steps.longest < 0.1, steps.longest
+            # No step holds more than a fraction of the work: a ratio in the same run, as
+            # CPU time itself grows when other processes share the cores.
+            assert steps.longest < 0.4 * steps.total, (steps.longest, steps.total)
             assert offset <= page.total_lines
             # The budget stopped the scan: one read that went through it all would say 1.
             assert calls >= 2, calls

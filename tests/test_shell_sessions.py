@@ -84,8 +84,8 @@ async def test_a_typed_command_wider_than_the_window_is_recorded_as_typed(home: 
             info = await manager.spawn_shell(description="narrow", shell="bash", cols=30)
             await manager.run(info.id, "PS1='$ '")  # the same margin wherever it runs
             typed = "echo a line typed key by key that wraps twice at thirty"
-            for key in typed:
-                await manager.write(info.id, key)
+            for key in typed:  # one at a time, each echoed before the next (as typed by hand)
+                await manager.write(info.id, key, wait=Wait(idle_ms=30, timeout_ms=2000))
             await manager.write(info.id, "\r", wait=Wait(prompt=True, timeout_ms=5000))
             record = manager.commands(info.id)[-1]
             assert record.command == typed

@@ -784,8 +784,13 @@ class Session:
         deadline = trio.current_time() + limits.max_search_ms / 1000
         page = self.output.read(offset, limit, pattern, max_scan_bytes=slice_bytes)
         lines, missed = list(page.lines), page.missed_lines
-        while page.has_more and len(lines) < limit and trio.current_time() < deadline:
+        while True:
+            # After every slice, the last one too: a caller reading page after page (the
+            # budget ends each read after a slice or two) would otherwise never let another
+            # task run between them.
             await trio.lowlevel.checkpoint()
+            if not (page.has_more and len(lines) < limit and trio.current_time() < deadline):
+                break
             page = self.output.read(
                 page.next_offset, limit - len(lines), pattern, max_scan_bytes=slice_bytes
             )
