@@ -44,8 +44,10 @@ EMBEDDER = """\
 import os, signal, subprocess, sys
 import trio, trio_pty
 from trio_pty import Limits, Wait
+from trio_pty.posix import proc
 
 how, state_dir, script, grace = sys.argv[1], sys.argv[2] or None, sys.argv[3], sys.argv[4]
+bystander_file = sys.argv[5]
 
 async def main():
     limits = Limits(terminate_grace=float(grace), max_sessions=64, max_sessions_per_owner=64)
@@ -67,6 +69,8 @@ async def main():
             await manager.spawn("bash", ["-c", script], description="s", ready=ready)
         # Not a session: the program's own child, which no teardown may touch.
         bystander = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+        with open(bystander_file, "w") as record:  # for the test to end it, whatever happens
+            record.write(f"{bystander.pid} {proc.read_stat(bystander.pid).start_time}")
         print("READY", bystander.pid, flush=True)
         if how == "exit":
             os._exit(3)
@@ -145,8 +149,13 @@ async def _embedder(
     tmp_path: Path, how: str, *, state_dir: Path | None = None
 ) -> AsyncIterator[tuple[subprocess.Popen[bytes], str]]:
     """A trio program embedding a manager (see EMBEDDER, or RECIPE for "recipe"), and its
-    manager's id. Whatever of it is still alive at the end is ended by pid."""
-    command = [sys.executable, "-c", EMBEDDER, how, str(state_dir or ""), STUBBORN, str(GRACE)]
+    manager's id. Whatever of it is still alive at the end is ended by pid, its bystander
+    (its own child, which no teardown ends) included."""
+    bystander_file = tmp_path / f"bystander-{how}.pid"
+    command = [
+        *(sys.executable, "-c", EMBEDDER, how, str(state_dir or ""), STUBBORN, str(GRACE)),
+        str(bystander_file),
+    ]
     if how == "recipe":
         command = [sys.executable, "-c", RECIPE, STUBBORN, str(GRACE)]
     with open(tmp_path / f"embedder-{how}.err", "wb") as stderr:  # noqa: ASYNC230
@@ -164,10 +173,25 @@ async def _embedder(
         if process.poll() is None:
             process.kill()
         process.wait(10)
+        bystander = _bystander(bystander_file)
+        if bystander is not None:
+            _end([bystander])
         assert process.stdout is not None
         process.stdout.close()
         if manager_id:
             _end(_alive(manager_id) + _keepers(manager_id))
+
+
+def _bystander(path: Path) -> proc.ProcEntry | None:
+    """The embedder's own child, if it started one and it still runs (the same process:
+    its pid and start time)."""
+    try:
+        pid, start_time = map(int, path.read_text().split())
+    except (OSError, ValueError):
+        return None
+    entry = proc.read_stat(pid)
+    alive = entry is not None and entry.start_time == start_time and not entry.dead
+    return entry if alive else None
 
 
 async def _all_gone_within(manager_id: str, died_at: float, bound: float) -> None:
