@@ -523,7 +523,8 @@ class Rounds:
 
     def __init__(self) -> None:
         self._waiting: dict[Teardown, trio.Event] = {}
-        """Teardowns whose rounds are run here -> set when done or when they must drive."""
+        """Teardowns not done yet -> set when done (and gone from here) or when they must
+        drive. Done ones leave at once, so a hand-over never looks past them."""
         self._driver: Teardown | None = None
         self._poked = trio.Event()
 
@@ -534,17 +535,18 @@ class Rounds:
 
     async def until_done(self, teardown: Teardown) -> None:
         """Return once `teardown` is done, driving the rounds when nobody else does."""
-        self._waiting[teardown] = trio.Event()
+        self._waiting[teardown] = event = trio.Event()
         self.poke()
         try:
             while not teardown.done:
                 if self._driver is None:
                     await self._drive(teardown)
                 else:
-                    await self._waiting[teardown].wait()
-                    self._waiting[teardown] = trio.Event()
+                    await event.wait()
+                    if not teardown.done:  # told to drive
+                        self._waiting[teardown] = event = trio.Event()
         finally:
-            del self._waiting[teardown]
+            self._waiting.pop(teardown, None)
             if self._driver is None:
                 self._hand_over()
 
@@ -558,23 +560,20 @@ class Rounds:
 
     def _hand_over(self) -> None:
         """Nobody drives (the driver is done, or was cut off by its deadline, as may be one
-        told to take over): wake one teardown still waiting for its end to drive. Not one
-        that is done already: it would only leave."""
-        for teardown, event in self._waiting.items():
-            if not teardown.done:
-                event.set()
-                return
+        told to take over): wake a teardown still waiting for its end to drive."""
+        for event in self._waiting.values():
+            event.set()
+            return
 
     async def _round(self) -> None:
         """Sleep until the earliest teardown is due (or a poke), then step every due one."""
         self._poked = trio.Event()
-        # (Teardowns done but not yet gone from _waiting are not due again.)
-        due = min((t.wake_at for t in self._waiting if not t.done), default=math.inf)
-        with trio.move_on_at(due):
+        with trio.move_on_at(min((t.wake_at for t in self._waiting), default=math.inf)):
             await self._poked.wait()
         now = trio.current_time()
         for teardown, event in list(self._waiting.items()):
-            if not teardown.done and teardown.wake_at <= now:
+            if teardown.wake_at <= now:
                 teardown.step()
                 if teardown.done:
+                    del self._waiting[teardown]
                     event.set()
