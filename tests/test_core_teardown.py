@@ -180,6 +180,27 @@ async def test_a_kill_outlasting_the_one_driving_the_rounds_still_ends_at_the_gr
     assert LONG_GRACE <= elapsed[second.id] <= LONG_GRACE + ONE_GRACE_MARGIN, elapsed
 
 
+async def test_a_shutdown_whose_sessions_end_on_the_hangup_takes_no_grace() -> None:
+    """Sessions that end on the hangup end the shutdown at once: nothing started for the
+    shutdown (the collection halfway through the grace) holds it, and the cancelled scope
+    still sees its cancellation although the sessions' runners end quietly."""
+    limits = Limits(terminate_grace=LONG_GRACE, max_sessions_per_owner=8)
+    with trio.fail_after(10):
+        with trio.CancelScope() as scope:
+            async with trio_pty.open_manager(limits) as manager:
+                for index in range(8):
+                    ready = Wait(pattern="ready", timeout_ms=5000)
+                    await manager.spawn(
+                        "sh", ["-c", "echo ready; sleep 100"], description=f"s{index}", ready=ready
+                    )
+                start = trio.current_time()
+                scope.cancel()
+                await trio.lowlevel.checkpoint()
+        elapsed = trio.current_time() - start
+    assert scope.cancelled_caught
+    assert elapsed < LONG_GRACE / 4, elapsed
+
+
 async def test_manager_exit_tears_down_sessions_concurrently() -> None:
     limits = Limits(terminate_grace=LONG_GRACE, max_sessions=64, max_sessions_per_owner=64)
     with trio.fail_after(20):

@@ -106,6 +106,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
+        name="collection-holds-the-shutdown",
+        guarantee="a shutdown whose sessions all end on the hangup takes no grace",
+        path="trio_pty/manager.py",
+        old="await self._none_running.wait()",
+        new="await trio.sleep_forever()",
+        tests=(f"{TEARDOWN}::test_a_shutdown_whose_sessions_end_on_the_hangup_takes_no_grace",),
+    ),
+    Mutation(
         name="no-hangup",
         guarantee="teardown starts with a hangup (SIGHUP to the leader and the tty's group)",
         path="trio_pty/posix/reap.py",
