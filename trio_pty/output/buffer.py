@@ -55,7 +55,9 @@ class OutputBuffer:
 
     def note_size(self, rows: int, cols: int) -> None:
         """The window is `rows` x `cols` from the next byte on (a screen replay applies
-        each size at its offset). Records older than the retained output are dropped."""
+        each size at its offset, the line log wraps lines at that width). Records older
+        than the retained output are dropped."""
+        self._log.note_width(cols)
         sizes = self._sizes
         end = self.end_offset
         seq = sizes[-1].seq + 1 if sizes else 0
