@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import NamedTuple
 
 from .. import errors, model
@@ -74,6 +75,15 @@ class OutputBuffer:
         if not self._sizes:
             raise ValueError("note_size was never called")
         return list(self._sizes)
+
+    def sizes_within(self, start: int, end: int) -> list[SizeRecord]:
+        """The window sizes in force over output bytes [start, end): the one at `start`,
+        then those noted before `end` (none when no size was ever noted)."""
+        sizes = self._sizes
+        if not sizes:
+            return []
+        first = max(bisect_right([record.offset for record in sizes], start) - 1, 0)
+        return [sizes[first], *(record for record in sizes[first + 1 :] if record.offset < end)]
 
     @property
     def terminal_title(self) -> str | None:
