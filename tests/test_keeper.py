@@ -345,11 +345,15 @@ def keeper_pid():
                 with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
                     if b"-S" in cmdline.read().split(b"\0"):
                         return int(pid)
-    raise SystemExit("no keeper found")
+    return None
 
 async def main():
     async with trio_pty.open_manager(root="/") as manager:
-        pid = keeper_pid()
+        # Its argv shows only once its exec has loaded the program, a moment after the
+        # spawn returned: under load that moment is long.
+        with trio.fail_after(10):
+            while (pid := keeper_pid()) is None:
+                await trio.sleep(0.01)
         # It hardens itself once its Python runs; its /proc files then belong to root.
         with trio.move_on_after(10):
             while os.stat(f"/proc/{pid}/environ").st_uid != 0:
