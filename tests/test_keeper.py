@@ -314,6 +314,9 @@ async def test_no_keeper_is_left_after_a_normal_close() -> None:
     with trio.fail_after(20):
         fds = leaks.open_fds()
         async with trio_pty.open_manager(Limits(terminate_grace=GRACE)) as manager:
+            # Its environment reads empty until its exec has loaded the program, a moment
+            # after the spawn returned (long under load).
+            await poll_until(lambda: len(_keepers(manager.id)) == 1)
             (guard,) = _keepers(manager.id)
             assert guard.ppid == os.getpid() and guard.sid == guard.pid  # its own session
             await manager.spawn("sleep", ["100"], description="s")
