@@ -115,7 +115,7 @@ def replay_line(line: str, max_cells: int, width: int | None = None) -> str:
     CSI A/B between the rows of a wrapped line), printing overwrites at it, CSI K erases
     (0: to the end, 1: to the start, 2: all of the row), CSI P deletes and CSI @ inserts
     characters, CSI X erases them. With a `width`, the line wraps into rows of that many
-    cells as the terminal's autowrap does (`_Row`), and a width mark (`width_mark`)
+    cells as the terminal's autowrap does (`_Row`), and a width mark (`_WIDTH_MARK`)
     changes it from there on; without one, it is one row that never wraps. The result is
     what the rows showed, joined, with no blanks at the end (a shell's "\\b \\b" leaves
     none), a TAB past the end of the text still a TAB. At most `max_cells` cells are kept,
