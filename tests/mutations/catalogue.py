@@ -272,8 +272,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="search-ignores-its-time-budget",
         guarantee="a search stops after max_search_ms with has_more (RE2 time budget)",
         path="trio_pty/session.py",
-        old="while page.has_more and len(lines) < limit and trio.current_time() < deadline:",
-        new="while page.has_more and len(lines) < limit:",
+        old="if not (page.has_more and len(lines) < limit and trio.current_time() < deadline):",
+        new="if not (page.has_more and len(lines) < limit):",
         tests=("tests/test_output_live.py::test_a_slow_pattern_never_stalls_other_tasks",),
     ),
     # ------------------------------------------------------------------ serving
