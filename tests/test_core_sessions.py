@@ -347,3 +347,42 @@ async def test_children_start_with_default_signal_handling() -> None:
         for name, value in (line.split(":") for line in done.stdout.decode().splitlines())
     }
     assert masks == {"SigIgn": "0000000000000000", "SigBlk": "0000000000000000"}
+
+
+class StepCounter(trio.abc.Instrument):
+    """Counts the steps of one task."""
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task, self.steps = task, 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            self.steps += 1
+
+
+async def test_wait_exit_is_not_woken_by_each_chunk_of_output() -> None:
+    """A task waiting for the end of a flood runs a bounded number of steps, however many
+    chunks the reader stores (it used to wake with every one of them)."""
+    size = 4_000_000
+    with trio.fail_after(30):
+        async with trio_pty.open_manager(FAST) as manager:
+            info = await manager.spawn("head", ["-c", str(size), "/dev/zero"], description="f")
+            counter: StepCounter | None = None
+
+            async def waiter(task_status: trio.TaskStatus[None]) -> None:
+                nonlocal counter
+                counter = StepCounter(trio.lowlevel.current_task())
+                trio.lowlevel.add_instrument(counter)
+                task_status.started()
+                await manager.wait_exit(info.id)
+
+            try:
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(waiter)
+            finally:
+                assert counter is not None
+                trio.lowlevel.remove_instrument(counter)
+            assert manager.get(info.id).byte_count == size
+            # 4 MB arrive in at least ~1,000 reads of at most 4 KiB; the waiter steps once to
+            # start, once to park and once when the exit is recorded.
+            assert counter.steps <= 5, counter.steps
