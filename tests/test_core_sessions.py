@@ -386,3 +386,23 @@ async def test_wait_exit_is_not_woken_by_each_chunk_of_output() -> None:
             # 4 MB arrive in at least ~1,000 reads of at most 4 KiB; the waiter steps once to
             # start, once to park and once when the exit is recorded.
             assert counter.steps <= 5, counter.steps
+
+
+def _read_calls() -> int:
+    with open("/proc/self/io") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("syscr:"))
+
+
+async def test_an_idle_manager_does_not_scan_proc() -> None:
+    """The orphan reaper scans /proc (every process of the machine, milliseconds each time)
+    only when a child of ours is a zombie: 20 ticks of an idle manager with a running
+    session read next to nothing (each scan read hundreds of /proc files before)."""
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(Limits(orphan_reap_interval=0.02)) as manager:
+            info = await manager.spawn("sleep", ["100"], description="idle")
+            await trio.sleep(0.1)  # the spawn's own children gone and reaped
+            before = _read_calls()
+            await trio.sleep(0.4)
+            reads = _read_calls() - before
+            await manager.kill(info.id, cleanup=True)
+    assert reads < 20, reads

@@ -1297,9 +1297,16 @@ class Manager(metaclass=_NoPublicConstructor):
 
     async def _reap_orphans(self) -> None:
         """Collect adopted zombies now and then, so a session that keeps orphaning short
-        lived children cannot fill the pid table before it is torn down."""
+        lived children cannot fill the pid table before it is torn down.
+
+        Only when a child of ours is a zombie: a scan of /proc costs 5-10 ms a second with
+        500 processes on the machine (and holds a snapshot of them all), which an idle
+        manager, or a reader under a flood, otherwise paid for nothing. Pins (see
+        reap.ProcessTable) are zombies of ours, so while one is held the scans go on."""
         while True:
             await trio.sleep(self.limits.orphan_reap_interval)
+            if not proc.zombie_child():
+                continue
             try:
                 self._table.reap_orphans(self._table.snapshot())
             except OSError as exc:  # out of descriptors for now: try again next time
