@@ -28,8 +28,9 @@ LINE = "INFO  worker-3 GET /api/v1/items/12345 status=200 took=12ms"
 
 METHOD = f"""\
 Each sample is a fresh Python process, so that memory freed by an earlier sample cannot be
-reused and hide the cost. It imports everything, warms up (two sessions spawned and removed),
-runs `gc.collect()`, reads its RSS with psutil, then:
+reused and hide the cost. It imports everything, warms up (two sessions spawned and left
+running: removing them would scan /proc, whose size follows the machine's process count, and
+leave freed memory behind), runs `gc.collect()`, reads its RSS with psutil, then:
 
 - *idle*: spawns {IDLE_SESSIONS} sessions of `sleep 1000` (no output), lets them settle,
   collects, reads RSS again: (after - before) / {IDLE_SESSIONS}.
@@ -64,9 +65,12 @@ async def _idle_trio_pty() -> dict[str, float]:
         max_sessions=IDLE_SESSIONS + 8, max_sessions_per_owner=IDLE_SESSIONS + 8
     )
     async with trio_pty.open_manager(limits) as manager:
-        for _ in range(2):  # warm up
-            info = await manager.spawn("sleep", ["1000"], description="warm-up")
-            await manager.kill(info.id, cleanup=True)
+        # Warm up with two sessions left running: a kill's teardown scans /proc, and the
+        # scan of a busy machine (thousands of processes when other work runs) would leave
+        # freed memory that the sessions below reuse, hiding their cost.
+        for _ in range(2):
+            await manager.spawn("sleep", ["1000"], description="warm-up")
+        await trio.sleep(0.1)
         before = _rss()
         for _ in range(IDLE_SESSIONS):
             await manager.spawn("sleep", ["1000"], description="idle")
