@@ -4,7 +4,8 @@ full-screen programs."""
 
 from __future__ import annotations
 
-from hypothesis import given
+import avt
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from trio_pty.output import compile_pattern, modes
@@ -92,6 +93,8 @@ lines_of_text = st.lists(st.text("abc xyz日", max_size=40), min_size=1, max_siz
 
 
 @given(streams, streams, lines_of_text)
+@example(before=[b"\x1b]"], after=[], lines=[""] * 12)  # an OSC that never ends takes all
+@example(before=[b"\x1b[1"], after=[], lines=[""] * 12 + ["abc"])  # a CSI left open
 def test_a_late_start_shows_what_a_replay_from_the_first_byte_shows(
     before: list[bytes], after: list[bytes], lines: list[str]
 ) -> None:
@@ -289,3 +292,48 @@ def test_alternate_screen_spans_do_not_depend_on_chunking_or_reads(
     parts.append(data[last:])
     assert parts.read(0, 1000) == whole.read(0, 1000)
     assert parts.tail(5) == whole.tail(5)
+
+
+PARSER_PIECES = [
+    b"\x1b",
+    b"\x1b[",
+    b"\x1b[1;2",
+    b"\x1b[?",
+    b"\x1b]",
+    b"\x1b]2;t",
+    b"\x1bP",
+    b"\x1b_",
+    b"\x1b^",
+    b"\x1bX",
+    b"\x1b(",
+    b"\x1b#",
+    b"\x1b\\",
+    b"\x07",
+    b"\x18",
+    b"\x1a",
+    b"\r\n",
+    b"m",
+    b"A",
+    b"9",
+    b" ",
+    "é".encode(),
+    "©".encode(),
+    "\x9b".encode(),
+    "\x9c".encode(),
+    "\x9d".encode(),
+    "\x90".encode(),
+    "\x85".encode(),
+]
+
+
+@given(st.lists(st.sampled_from(PARSER_PIECES), max_size=12))
+def test_ground_at_says_whether_the_emulator_prints_the_next_character(
+    pieces: list[bytes],
+) -> None:
+    """The emulator itself is the reference: in the ground state the next letter is
+    printed; inside a sequence or a string it is taken as part of it."""
+    data = b"".join(pieces)
+    vt = avt.Vt(300, 4, scrollback_limit=0)
+    vt.feed_str(data.decode("utf-8", "replace") + "Z")
+    printed = any("Z" in line.text for line in vt.view())
+    assert modes.ground_at(data, len(data)) == printed

@@ -62,6 +62,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         quick=True,
     ),
     Mutation(
+        name="evict-the-newest",
+        guarantee="a full quota evicts the oldest ended session",
+        path="trio_pty/manager.py",
+        old="victim = min(ended, key=lambda s: s.created_at)",
+        new="victim = max(ended, key=lambda s: s.created_at)",
+        tests=(f"{OWNERS}::test_the_oldest_ended_session_is_the_one_evicted",),
+    ),
+    Mutation(
         name="delete-owner-one-by-one",
         guarantee="delete_owner tears an owner's sessions down concurrently",
         path="trio_pty/manager.py",
