@@ -53,11 +53,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         guarantee="the exit is recorded only after the output is drained",
         path="trio_pty/session.py",
         old="""\
-        with trio.move_on_after(self._limits.exit_drain_timeout):
-            await self._eof.wait()
-        self._record_exit(returncode)""",
+            with trio.move_on_after(self._limits.exit_drain_timeout):
+                await self._eof.wait()
+        except trio.Cancelled:""",
         new="""\
-        self._record_exit(returncode)""",
+        except trio.Cancelled:""",
         tests=(f"{SESSIONS}::test_the_exit_is_recorded_only_after_the_output_is_drained",),
         quick=True,
     ),

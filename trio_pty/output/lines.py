@@ -939,6 +939,12 @@ class LineLog:
             return text
         return f"{text[:limit]}… [{len(text) - limit} more characters]"
 
+    def cut_all(self, texts: list[str]) -> list[str]:
+        """`cut` over a list: the list itself when no line is too long (one C-level pass)."""
+        if max(map(len, texts), default=0) <= self._max_line_length:
+            return texts
+        return [self.cut(text) for text in texts]
+
     def lines(self, first: int, stop: int) -> list[str]:
         """Full clean text (not cut) of lines [first, stop), clamped to what is retained."""
         self._purge()
