@@ -28,8 +28,9 @@ LINE = "INFO  worker-3 GET /api/v1/items/12345 status=200 took=12ms"
 
 METHOD = f"""\
 Each sample is a fresh Python process, so that memory freed by an earlier sample cannot be
-reused and hide the cost. It imports everything, warms up (two sessions spawned and removed),
-runs `gc.collect()`, reads its RSS with psutil, then:
+reused and hide the cost. It imports everything, warms up (two sessions spawned and left
+running: removing them would scan /proc, whose size follows the machine's process count, and
+leave freed memory behind), runs `gc.collect()`, reads its RSS with psutil, then:
 
 - *idle*: spawns {IDLE_SESSIONS} sessions of `sleep 1000` (no output), lets them settle,
   collects, reads RSS again: (after - before) / {IDLE_SESSIONS}.
@@ -64,9 +65,12 @@ async def _idle_trio_pty() -> dict[str, float]:
         max_sessions=IDLE_SESSIONS + 8, max_sessions_per_owner=IDLE_SESSIONS + 8
     )
     async with trio_pty.open_manager(limits) as manager:
-        for _ in range(2):  # warm up
-            info = await manager.spawn("sleep", ["1000"], description="warm-up")
-            await manager.kill(info.id, cleanup=True)
+        # Warm up with two sessions left running: a kill's teardown scans /proc, and the
+        # scan of a busy machine (thousands of processes when other work runs) would leave
+        # freed memory that the sessions below reuse, hiding their cost.
+        for _ in range(2):
+            await manager.spawn("sleep", ["1000"], description="warm-up")
+        await trio.sleep(0.1)
         before = _rss()
         for _ in range(IDLE_SESSIONS):
             await manager.spawn("sleep", ["1000"], description="idle")
@@ -221,3 +225,47 @@ def run(ctx: Context) -> Result:
 if __name__ == "__main__":
     started = time.perf_counter()
     print(json.dumps(sample(sys.argv[1])))
+
+
+def profile(ctx: Context, n: int, out: str) -> None:
+    """`python -m benchmarks --profile memory`: what N idle sessions hold (`--sessions`,
+    default 256), by tracemalloc in this process: the Python allocations that grew while they
+    were spawned, per session, grouped by the line that made them (what the RSS figure of
+    the scenario is made of, less the allocator's own slack). Writes the listing to `out`."""
+    import tracemalloc
+
+    import trio
+
+    import trio_pty
+
+    async def main() -> list[tracemalloc.StatisticDiff]:
+        limits = trio_pty.Limits(max_sessions=n + 8, max_sessions_per_owner=n + 8)
+        async with trio_pty.open_manager(limits) as manager:
+            for _ in range(2):  # warm up
+                info = await manager.spawn("sleep", ["1000"], description="warm-up")
+                await manager.kill(info.id, cleanup=True)
+            gc.collect()
+            tracemalloc.start()
+            before = tracemalloc.take_snapshot()
+            for _ in range(n):
+                await manager.spawn("sleep", ["1000"], description="idle")
+            await trio.sleep(0.3)
+            gc.collect()
+            after = tracemalloc.take_snapshot()
+            tracemalloc.stop()
+            return after.compare_to(before, "lineno")
+
+    diffs = trio.run(main)
+    total = sum(diff.size_diff for diff in diffs) / n
+    lines = [f"{n} idle sessions: {total:.0f} bytes of Python allocations per session"]
+    for diff in diffs:
+        if diff.size_diff / n >= 32:
+            where = diff.traceback[0]
+            lines.append(
+                f"{diff.size_diff / n:7.0f} B {diff.count_diff / n:5.1f} blocks  "
+                f"{where.filename}:{where.lineno}"
+            )
+    with open(out, "w") as listing:
+        listing.write("\n".join(lines) + "\n")
+    print("\n".join(lines[:45]))
+    print(f"listing written to {out}")

@@ -9,6 +9,7 @@ core, as they would in use.
 from __future__ import annotations
 
 import os
+import pstats
 import secrets
 import subprocess
 import sys
@@ -50,14 +51,17 @@ METHOD = f"""\
 A real `trio-pty serve --port 0` runs as a subprocess (default limits), and so does a bare
 trio-websocket echo server; the client runs in the benchmark's process. *Round trip*: one
 `pty.read` of a {PAGE_LINES}-line page (a session that printed `seq 1 1000`, so every page
-is full) through trio-pty's client, in each form (the default object form, and
-`format: "compact"`: one string per line), each against sending a text message of the same
-size as its response to the echo server and receiving it back through trio-websocket's own
-client (both ends reading the socket in {RECEIVE_BUFFER_BYTES // 1024} KiB pieces, as
-trio-pty's do),
-interleaved, one call at a time. *Attach*: a session floods `head -c N /dev/zero`; the client
-attaches from offset 0 at once and counts the bytes of `pty.output` notifications (base64 in
-JSON) until the stream ends with the session; the rate is the bytes delivered over that time.
+is full) through trio-pty's client, in each form (the object form, the wire's default, and
+`format: "compact"`: one string per line, which the Python client asks for), each as raw
+JSON (`client.call`) against sending a text message of the same size as its response to the
+echo server and receiving it back through trio-websocket's own client (both ends reading the
+socket in {RECEIVE_BUFFER_BYTES // 1024} KiB pieces, as trio-pty's do), interleaved, one
+call at a time. *as ReadPage* is the compact read the way a Python caller gets it
+(`client.request(ReadParams(...))`: the page structured into a `ReadPage` of 500 `Line`
+records); the goal is judged on the raw round trip. *Attach*: a session floods
+`head -c N /dev/zero`; the client attaches from offset 0 at once and counts the bytes of
+`pty.output` notifications (base64 in JSON) until the stream ends with the session; the rate
+is the bytes delivered over that time.
 A client slower than the PTY falls more than the 1 MB ring behind and skips ahead (a chunk
 flagged `gap`): the gaps are counted. The PTY itself is the ceiling: the same flood with
 nobody attached, timed until the session has exited, is the baseline. *Replay*: attaching
@@ -215,10 +219,16 @@ async def _main(ctx: Context, result: Result) -> None:
 
                 return variant
 
+            async def read_structured() -> float:
+                started = trio.current_time()
+                await client.request(ReadParams(id=info.id, owner="bench", limit=PAGE_LINES))
+                return trio.current_time() - started
+
             round_trips: dict[str, Callable[[], Awaitable[float]]] = {}
             for form in PAGE_FORMS:
                 round_trips[f"echo ({form} size)"] = echo_page(form)
                 round_trips[f"pty.read {form}"] = read_page(form)
+            round_trips["pty.read compact as ReadPage"] = read_structured
             for variant in round_trips.values():
                 await variant()  # warm up
             trips = await stats.interleave(
@@ -270,13 +280,15 @@ def _summarize(
     ratios = {form: stats.ratio(ours, echo) for form, (ours, echo) in figures.items()}
     result.data["read_ratio_to_own_size_echo"] = ratios
     compact, compact_echo = figures["compact"]
+    structured = table["pty.read compact as ReadPage"]["median"]
     plain, plain_echo = figures["object"]
     result.goal(
         "pty.read round trip at most 3x a bare trio-websocket echo of the same size",
         f"compact form {compact:.2f} ms vs echo {compact_echo:.2f} ms of its "
         f"{sizes['compact'] / 1000:.1f} KB ({ratios['compact']:.2f}x); object form (the "
-        f"default) {plain:.2f} ms vs echo {plain_echo:.2f} ms of its "
-        f"{sizes['object'] / 1000:.1f} KB ({ratios['object']:.2f}x)",
+        f"wire's default) {plain:.2f} ms vs echo {plain_echo:.2f} ms of its "
+        f"{sizes['object'] / 1000:.1f} KB ({ratios['object']:.2f}x); the Python client's "
+        f"read as a ReadPage {structured:.2f} ms ({stats.ratio(structured, compact_echo):.2f}x)",
         ratios["compact"] <= 3,
         key="rpc_read",
         subject=f"{compact:.2f} ms",
@@ -327,3 +339,40 @@ def run(ctx: Context) -> Result:
     result = Result(NAME, TITLE, params=_params(ctx))
     trio.run(_main, ctx, result)
     return result
+
+
+def profile(ctx: Context, n: int, out: str) -> None:
+    """`python -m benchmarks --profile rpc`: the server's side of `n` compact `pty.read`
+    round trips of a 500-line page (`--sessions`, default 256, is the number of reads):
+    `trio-pty serve` runs under `python -m cProfile -o OUT` and writes its profile when it
+    exits. Prints the client's median round trip, raw and as a ReadPage, then where the
+    server's time went."""
+    token = secrets.token_urlsafe(16)
+    serve = [sys.executable, "-m", "cProfile", "-o", out, "-m", "trio_pty", "serve"]
+    serve += ["--port", "0", "--token", token, "--no-ui", "--no-state-dir"]
+
+    async def main() -> None:
+        async with _subprocess(serve) as (_, url), connect(url, token) as client:
+            info = await client.request(
+                SpawnParams(command="seq", args=["1", "1000"], owner="bench", description="page")
+            )
+            await client.request(ReadParams(id=info.id, owner="bench", wait=_UNTIL_EXIT))
+            params = ReadParams(id=info.id, owner="bench", limit=PAGE_LINES, format="compact")
+            raw, built = [], []
+            for _ in range(n):
+                started = trio.current_time()
+                await client.call(READ.name, unstructure_params(params))
+                called = trio.current_time()
+                await client.request(params)
+                raw.append((called - started) * 1000)
+                built.append((trio.current_time() - called) * 1000)
+            await client.request(KillParams(id=info.id, owner="bench", cleanup=True))
+        print(
+            f"{n} compact reads of {PAGE_LINES} lines: median round trip "
+            f"{stats.summarize(raw)['median']:.2f} ms raw (client.call), "
+            f"{stats.summarize(built)['median']:.2f} ms as a ReadPage (client.request); "
+            f"the server's profile (both kinds of call) written to {out}"
+        )
+
+    trio.run(main)
+    pstats.Stats(out).sort_stats("tottime").print_stats(25)

@@ -283,11 +283,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile",
         metavar="SCENARIO",
-        help="run one case of SCENARIO under cProfile and print where the time went "
-        "(scenarios with a profile: teardown)",
+        help="run one case of SCENARIO under cProfile (memory: tracemalloc) and print where "
+        "the time (memory) went (scenarios with a profile: teardown, throughput, rpc, memory)",
     )
     parser.add_argument(
-        "--sessions", type=int, default=256, help="with --profile teardown: N (default 256)"
+        "--sessions",
+        type=int,
+        default=256,
+        help="with --profile teardown: N; rpc: reads; memory: idle sessions (default 256)",
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--child-out", help=argparse.SUPPRESS)

@@ -169,11 +169,29 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         process.stop()
 
 
+def wait_no_server_zombies(server: ServerProcess, timeout: float = 3.0) -> None:
+    """The server holds a torn-down session's zombie for a while when it pins a group or
+    session id (posix/reap.py), and collects it at its next orphan round (every
+    `orphan_reap_interval`, 1 s) once the id is quiet: wait for that, so the leak check
+    that follows does not see it, and fail if the server never collects it."""
+    deadline = time.monotonic() + timeout
+    while (zombies := _server_zombies(server)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not zombies, f"the server did not reap {zombies}"
+
+
+def _server_zombies(server: ServerProcess) -> list[int]:
+    found = leaks.descendants([server.proc.pid], keepers=False)
+    return [pid for pid, view in found.items() if view.state in ("Z", "X")]
+
+
 @pytest.fixture
 def live(server: ServerProcess) -> Iterator[ServerProcess]:
-    """The module's server; after the test it must run no session process and be alive."""
+    """The module's server; after the test it must run no session process, hold no
+    zombie, and be alive."""
     yield server
     wait_no_server_processes(server)
+    wait_no_server_zombies(server)
     assert server.proc.poll() is None, f"the server died: {server.stderr()}"
 
 

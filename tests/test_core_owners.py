@@ -122,6 +122,21 @@ async def test_limit_exceeded_lists_live_ids_and_eviction_makes_room() -> None:
             await manager.spawn("true", owner="p", description="other")
 
 
+async def test_the_oldest_ended_session_is_the_one_evicted() -> None:
+    """With two ended sessions at the quota, the older goes and the newer stays readable."""
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(LIMITS) as manager:
+            older = await manager.spawn("sh", ["-c", "exit 1"], owner="o", description="1")
+            await wait_for_status(manager, older.id, "exited", owner="o")
+            newer = await manager.spawn("sh", ["-c", "exit 2"], owner="o", description="2")
+            await wait_for_status(manager, newer.id, "exited", owner="o")
+            await manager.spawn("sleep", ["100"], owner="o", description="3")
+            await manager.spawn("sleep", ["100"], owner="o", description="4")
+            listed = {s.id: s for s in manager.list("o")}
+            assert older.id not in listed
+            assert listed[newer.id].exit_code == 2
+
+
 async def test_delete_owner_reaps_everything_and_refuses_later_spawns() -> None:
     """Six sessions that ignore SIGHUP and SIGTERM, so each teardown takes the grace: done
     concurrently that is one grace (measured: at most grace + 0.05 s with both cores busy,

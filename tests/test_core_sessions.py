@@ -347,3 +347,62 @@ async def test_children_start_with_default_signal_handling() -> None:
         for name, value in (line.split(":") for line in done.stdout.decode().splitlines())
     }
     assert masks == {"SigIgn": "0000000000000000", "SigBlk": "0000000000000000"}
+
+
+class StepCounter(trio.abc.Instrument):
+    """Counts the steps of one task."""
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task, self.steps = task, 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            self.steps += 1
+
+
+async def test_wait_exit_is_not_woken_by_each_chunk_of_output() -> None:
+    """A task waiting for the end of a flood runs a bounded number of steps, however many
+    chunks the reader stores (it used to wake with every one of them)."""
+    size = 4_000_000
+    with trio.fail_after(30):
+        async with trio_pty.open_manager(FAST) as manager:
+            info = await manager.spawn("head", ["-c", str(size), "/dev/zero"], description="f")
+            counter: StepCounter | None = None
+
+            async def waiter(task_status: trio.TaskStatus[None]) -> None:
+                nonlocal counter
+                counter = StepCounter(trio.lowlevel.current_task())
+                trio.lowlevel.add_instrument(counter)
+                task_status.started()
+                await manager.wait_exit(info.id)
+
+            try:
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(waiter)
+            finally:
+                assert counter is not None
+                trio.lowlevel.remove_instrument(counter)
+            assert manager.get(info.id).byte_count == size
+            # 4 MB arrive in at least ~1,000 reads of at most 4 KiB; the waiter steps once to
+            # start, once to park and once when the exit is recorded.
+            assert counter.steps <= 5, counter.steps
+
+
+def _read_calls() -> int:
+    with open("/proc/self/io") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("syscr:"))
+
+
+async def test_an_idle_manager_does_not_scan_proc() -> None:
+    """The orphan reaper scans /proc (every process of the machine, milliseconds each time)
+    only when a child of ours is a zombie: 20 ticks of an idle manager with a running
+    session read next to nothing (each scan read hundreds of /proc files before)."""
+    with trio.fail_after(10):
+        async with trio_pty.open_manager(Limits(orphan_reap_interval=0.02)) as manager:
+            info = await manager.spawn("sleep", ["100"], description="idle")
+            await trio.sleep(0.1)  # the spawn's own children gone and reaped
+            before = _read_calls()
+            await trio.sleep(0.4)
+            reads = _read_calls() - before
+            await manager.kill(info.id, cleanup=True)
+    assert reads < 20, reads

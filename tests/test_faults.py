@@ -196,9 +196,9 @@ async def test_workdir_removed_during_approval_is_refused(tmp_path: Path, replac
 # Runs in a child Python process: RLIMIT_NOFILE is per process, and lowering it in the test
 # process would break everything else there. It prints one JSON verdict line.
 FD_SCRIPT = r"""
-import fcntl, json, os, resource, sys
+import fcntl, json, logging, os, resource, sys
 import trio, trio_pty
-from trio_pty import Limits, errors
+from trio_pty import Limits, Wait, errors
 from trio_pty.posix import reap
 
 def open_fds():
@@ -279,14 +279,30 @@ async def kill_while_exhausted(manager, verdict):
     verdict["status"] = final.status
     verdict["works_after"] = await still_works(manager)
 
+class Skips(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def emit(self, record):
+        self.count += record.getMessage().startswith("orphan reaping skipped")
+
 async def idle_while_exhausted(manager, verdict):
-    info = await manager.spawn("sleep", ["100"], description="bystander")
+    # It orphans a child that dies while no descriptor is free: the reaper, which scans
+    # only when a child of ours is a zombie, then has to scan without one.
+    script = "(sleep 0.2 &); echo ready; sleep 100"
+    info = await manager.spawn("sh", ["-c", script], description="bystander")
+    await manager.read(info.id, wait=Wait(pattern="ready", timeout_ms=5000))
+    skips = Skips()
+    logging.getLogger("trio_pty").addHandler(skips)
     exhaust()
     try:
-        await trio.sleep(0.5)  # several orphan_reap_interval ticks
+        await trio.sleep(0.6)  # several orphan_reap_interval ticks after the orphan died
     finally:
         restore()
+        logging.getLogger("trio_pty").removeHandler(skips)
     verdict["status"] = manager.get(info.id).status
+    verdict["skipped_scans"] = skips.count
     verdict["works_after"] = await still_works(manager)
 
 async def main(mode):
@@ -364,6 +380,7 @@ async def test_orphan_reaper_survives_fd_exhaustion() -> None:
     verdict = await _fd_verdict("idle")
     assert "manager_error" not in verdict, verdict
     assert verdict["status"] == "running" and verdict["works_after"], verdict
+    assert isinstance(verdict["skipped_scans"], int) and verdict["skipped_scans"] >= 1, verdict
     assert verdict["leftovers"] == [], verdict
 
 

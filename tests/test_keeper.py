@@ -225,6 +225,52 @@ async def test_an_embedding_program_that_dies_leaves_nothing(tmp_path: Path, how
                 _end([bystander])
 
 
+# Runs as pid 1 of a new pid namespace, as in a container: the embedder's session and group
+# began outside it, so /proc reads their ids as 0 there (CI saw exactly that). It starts the
+# embedder, lets it die by os._exit, and prints how many of its processes were left.
+IN_A_CONTAINER = """\
+import subprocess, sys, time
+from trio_pty.posix import proc
+
+embedder, stderr_path, bound = sys.argv[1:-2], sys.argv[-2], float(sys.argv[-1])
+with open(stderr_path, "wb") as stderr:
+    child = subprocess.Popen(embedder, stdout=subprocess.PIPE, stderr=stderr)
+manager_id = child.stdout.readline().decode().strip()
+child.wait(30)
+deadline = time.monotonic() + bound
+while proc.scan({}).with_tags_of(manager_id) and time.monotonic() < deadline:
+    time.sleep(0.01)
+print("left", len(proc.scan({}).with_tags_of(manager_id)), flush=True)
+deadline = time.monotonic() + 5  # the keeper logs its count last, then exits
+while b"processes ended" not in open(stderr_path, "rb").read() and time.monotonic() < deadline:
+    time.sleep(0.01)
+"""
+
+
+async def test_sessions_started_in_a_pid_namespace_are_recorded_and_ended(tmp_path: Path) -> None:
+    """Regressions: (1) the session record held the leader's group and session ids, read
+    before its `setsid -c` step ran, so they were the embedder's; in a container they read
+    as 0 and the keeper refused every record as malformed. (2) A manager that died while its
+    keeper was still starting (~20 ms) left the keeper ignoring the records in the pipe.
+    Either way it counted no sessions (the tag scan still found the tagged processes)."""
+    probe = await trio.run_process(
+        ["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_stderr=True, check=False
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"cannot make a pid namespace here: {probe.stderr.decode().strip()}")
+    err = tmp_path / "embedder.err"
+    embedder = [sys.executable, "-c", EMBEDDER, "exit", "", STUBBORN, str(GRACE), "/dev/null"]
+    driver = [sys.executable, "-c", IN_A_CONTAINER, *embedder, str(err), str(BOUND)]
+    # The namespace's pid 1 is the driver: when it exits, the kernel ends all that is left.
+    done = await trio.run_process(
+        ["unshare", "--pid", "--fork", "--mount-proc", *driver], capture_stdout=True
+    )
+    log = err.read_text()
+    assert done.stdout.decode().split() == ["left", "0"], log
+    assert "malformed" not in log
+    assert "tearing down 3 sessions" in log
+
+
 async def test_the_sigterm_recipe_is_a_normal_shutdown(tmp_path: Path) -> None:
     """README's recipe: SIGTERM cancels the application and closes the manager, which tears
     everything down itself (exit 0); the keeper has nothing to do and goes."""
@@ -268,6 +314,9 @@ async def test_no_keeper_is_left_after_a_normal_close() -> None:
     with trio.fail_after(20):
         fds = leaks.open_fds()
         async with trio_pty.open_manager(Limits(terminate_grace=GRACE)) as manager:
+            # Its environment reads empty until its exec has loaded the program, a moment
+            # after the spawn returned (long under load).
+            await poll_until(lambda: len(_keepers(manager.id)) == 1)
             (guard,) = _keepers(manager.id)
             assert guard.ppid == os.getpid() and guard.sid == guard.pid  # its own session
             await manager.spawn("sleep", ["100"], description="s")
@@ -299,11 +348,15 @@ def keeper_pid():
                 with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
                     if b"-S" in cmdline.read().split(b"\0"):
                         return int(pid)
-    raise SystemExit("no keeper found")
+    return None
 
 async def main():
     async with trio_pty.open_manager(root="/") as manager:
-        pid = keeper_pid()
+        # Its argv shows only once its exec has loaded the program, a moment after the
+        # spawn returned: under load that moment is long.
+        with trio.fail_after(10):
+            while (pid := keeper_pid()) is None:
+                await trio.sleep(0.01)
         # It hardens itself once its Python runs; its /proc files then belong to root.
         with trio.move_on_after(10):
             while os.stat(f"/proc/{pid}/environ").st_uid != 0:
@@ -387,9 +440,7 @@ async def test_a_record_naming_a_process_we_did_not_start_is_left_alone(tmp_path
             state.chmod(0o700)
             record = {"manager": name, "pid": bystander.pid, "start_time": start, "boot_id": boot}
             (folder / "manager.json").write_text(json.dumps(record))
-            session = keeper.Leader(
-                "pty_1", "o", bystander.pid, start, bystander.pid, bystander.pid
-            )
+            session = keeper.Leader("pty_1", "o", bystander.pid, start)
             (folder / "pty_1.session.json").write_text(json.dumps(session.to_json()))
         with trio.fail_after(20):
             async with trio_pty.open_manager(Limits(terminate_grace=GRACE), state_dir=state):
@@ -425,11 +476,17 @@ async def test_a_state_dir_others_can_write_to_is_refused(tmp_path: Path) -> Non
 # ------------------------------------------------------------------ trio-pty serve
 
 
-async def test_trio_pty_serve_killed_by_sigkill_leaves_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("log_format", ["text", "json"])
+async def test_trio_pty_serve_killed_by_sigkill_leaves_nothing(
+    tmp_path: Path, log_format: str
+) -> None:
+    """...and the keeper's lines, in the stderr it shares with the server, are in the
+    server's log format (with JSON, every line of that stream stays one JSON object)."""
     from trio_pty.rpc.client import connect
     from trio_pty.wire.methods import SpawnParams
 
-    server = start_server(tmp_path)  # terminate_grace 0.3 in its config
+    # terminate_grace 0.3 in its config
+    server = start_server(tmp_path, "--log-format", log_format)
     manager_id = ""
     try:
         with trio.fail_after(40):
@@ -447,6 +504,18 @@ async def test_trio_pty_serve_killed_by_sigkill_leaves_nothing(tmp_path: Path) -
                 server.proc.send_signal(signal.SIGKILL)
                 died_at = await _died(server.proc)
             await _all_gone_within(manager_id, died_at, 0.3 + 1.0)
+        lines = server.stderr().splitlines()
+        if log_format == "json":
+            records = {}
+            for line in lines:  # every line is one JSON object
+                record = json.loads(line)
+                records[record["event"]] = record
+            assert records["keeper_teardown"]["sessions"] == 3
+            assert records["keeper_teardown"]["logger"] == "trio_pty.keeper"
+            assert records["keeper_done"]["processes"] >= AT_LEAST
+            assert records["keeper_done"]["survivors"] == []
+        else:
+            assert any("died; tearing down 3 sessions" in line for line in lines), lines
     finally:
         server.stop()
         if manager_id:

@@ -7,8 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trio_pty import errors
-from trio_pty.model import Line, ReadPage
+from trio_pty.model import CompactPage, Line, ReadPage
 from trio_pty.output import OutputBuffer, compile_pattern
+from trio_pty.output.lines import HIDDEN
 from trio_pty.output.search import CompiledPattern
 
 
@@ -254,3 +255,37 @@ def test_a_slice_bounds_the_work_of_one_call() -> None:
     page = out.read(0, 10, pattern("MATCH"), max_scan_bytes=64 * 1024)
     assert page.lines == [] and page.has_more
     assert 0 < page.next_offset < out.complete_lines
+
+
+SCREEN_TOKENS = [*TOKENS, b"\x1b[?1049h", b"\x1b[?1049l", b"x" * 120]
+
+
+@given(
+    parts=st.lists(st.sampled_from(SCREEN_TOKENS), max_size=80),
+    capacity=st.integers(min_value=10, max_value=600),
+    offset=st.integers(min_value=0, max_value=30),
+    limit=st.integers(min_value=0, max_value=12),
+)
+def test_compact_pages_are_the_object_pages(
+    parts: list[bytes], capacity: int, offset: int, limit: int
+) -> None:
+    """The compact page (built without Line objects) is exactly the object page in its
+    compact form, hidden lines (a full-screen program's) skipped and long lines cut alike,
+    numbers listed only when the lines shown have a gap; and a page is the start of a
+    longer page from the same line."""
+    out = buffer(capacity)
+    out.append(b"".join(parts))
+    compact = out.read_compact(offset, limit)
+    page = out.read(offset, limit)
+    assert compact.page() == page
+    assert CompactPage.of(page) == compact
+    numbers = [line.number for line in page.lines]
+    assert (compact.numbers is None) == (
+        numbers == list(range(compact.start, compact.start + len(numbers)))
+    )
+    assert compact.start == (numbers[0] if numbers else page.next_offset)
+    assert all(text != HIDDEN and len(text) <= 100 + 30 for text in compact.lines)
+    longer = out.read(offset, limit + 20)
+    assert longer.lines[: len(page.lines)] == page.lines
+    if len(longer.lines) > len(page.lines):
+        assert page.has_more

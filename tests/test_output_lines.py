@@ -14,10 +14,10 @@ from .helpers import python_steps
 DROPPED_C0 = {*range(0x00, 0x07), 0x0B, 0x0C, *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F}
 
 
-IN_ROW = "KDCGPX@`a"
+IN_ROW = "KDCGPX@`aAB"
 
 
-def reference_line(raw: bytes, max_escape_length: int) -> str:
+def reference_line(raw: bytes, max_escape_length: int, width: int | None = None) -> str:
     """The cleaning rules for one line, restated one byte at a time (no regexes). A CR
     at the end of the line (right before its newline, or the last byte so far) is part of
     the line end."""
@@ -82,17 +82,29 @@ def reference_line(raw: bytes, max_escape_length: int) -> str:
     erased = text.replace("\x1b[K", "").replace("\x1b[0K", "")
     if "\r" not in text and "\x08" not in text and "\x1b" not in erased:
         return erased  # the cursor is at the end: erasing to the end erases nothing
-    return reference_row(text)
+    return Screen(width).run(text)
 
 
-def reference_row(text: str) -> str:
-    """A terminal row with a cursor and no right margin, one character or control at a
-    time. A cell is a character, None (blank), "" (right half of a wide character) or "\t"
-    and "\v" (a TAB written past the end, and the cells it skipped)."""
-    cells: list[str | None] = []
-    col = 0
+class Screen:
+    """The rows a line takes on a terminal `width` cells wide (None: one row, no margin),
+    one character or control at a time, with xterm's autowrap: writing the last cell of a
+    row leaves the cursor there with a wrap pending. A cell is a character, None (blank),
+    "" (right half of a wide character) or "\t" and "\v" (a TAB written past the end,
+    and the cells it skipped)."""
 
-    def blank_out(at: int) -> None:
+    def __init__(self, width: int | None) -> None:
+        self.width = width
+        self.rows: list[list[str | None]] = [[]]
+        self.row = 0
+        self.col = 0  # the cursor's cell in its row
+        self.pending = False
+
+    @property
+    def right(self) -> int:
+        """The row's last cell."""
+        return self.width - 1 if self.width is not None else 10**9
+
+    def blank_out(self, cells: list[str | None], at: int) -> None:
         # A wide character or a TAB that a change starting or ending at `at` cuts in two
         # turns into blanks.
         if 0 < at < len(cells) and cells[at] in ("", "\v"):
@@ -105,84 +117,154 @@ def reference_row(text: str) -> str:
             for k in range(low, high):
                 cells[k] = None
 
-    def shift_from(at: int) -> None:
+    def untab(self, cells: list[str | None], at: int) -> None:
         for k in range(at, len(cells)):
             if cells[k] == "\t":
-                blank_out(k + 1)
+                self.blank_out(cells, k + 1)
                 cells[k] = None
 
-    def pad(to: int) -> None:
-        while len(cells) < to:
-            cells.append(None)
+    def cells(self) -> list[str | None]:
+        while len(self.rows) <= self.row:
+            self.rows.append([])
+        return self.rows[self.row]
 
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\x1b":
-            k = i + 2
-            while text[k].isdigit():
-                k += 1
-            count, final = int(text[i + 2 : k] or 0), text[k]
-            many = max(count, 1)
-            i = k + 1
-            if final == "K":
-                if count == 0:
-                    blank_out(col)
-                    del cells[col:]
-                elif count == 1:
-                    blank_out(col + 1)
-                    for k in range(min(col + 1, len(cells))):
-                        cells[k] = None
-                elif count == 2:
-                    cells = []
-            elif final == "D":
-                col = max(col - many, 0)
-            elif final in "Ca":
-                col += many
-            elif final in "G`":
-                col = many - 1
-            elif final == "P":
-                blank_out(col)
-                blank_out(col + many)
-                shift_from(col)
-                del cells[col : col + many]
-            elif final == "@" and col < len(cells):
-                blank_out(col)
-                shift_from(col)
-                cells[col:col] = [None] * many
-            elif final == "X":
-                blank_out(col)
-                blank_out(col + many)
-                for k in range(col, min(col + many, len(cells))):
-                    cells[k] = None
-            continue
-        i += 1
-        if ch == "\r":
-            col = 0
-        elif ch == "\x08":
-            col = max(col - 1, 0)
-        elif ch == "\t":
-            stop = (col // 8 + 1) * 8
-            if col >= len(cells):
-                pad(col)
-                cells += ["\t"] + ["\v"] * (stop - col - 1)
-            col = stop
+    def last_row(self) -> bool:
+        return all(not row for row in self.rows[self.row + 1 :])
+
+    def put(self, ch: str) -> None:
+        width = char_width(ch)
+        cells = self.cells()
+        if width == 0:
+            # joins the character last written: left of the cursor, or under it while a
+            # wrap is pending, or at the end of the row above
+            if self.pending:
+                at_row, at = self.row, self.col
+            elif self.col:
+                at_row, at = self.row, self.col - 1
+            elif self.row:
+                at_row, at = self.row - 1, self.right
+            else:
+                return
+            row = self.rows[at_row]
+            while len(row) <= at:
+                row.append(None)
+            if row[at] == "" and at:
+                at -= 1
+            row[at] = (row[at] or " ") + ch
+            return
+        if self.pending:
+            self.row, self.col, self.pending = self.row + 1, 0, False
+        elif width == 2 and self.col == self.right:
+            # It wraps; the last cell stays as it was, or is "\f" if never written (not
+            # text while the wide character follows).
+            if len(cells) <= self.col and self.last_row():
+                cells += [None] * (self.col - len(cells)) + ["\f"]
+            self.row, self.col = self.row + 1, 0
+        cells = self.cells()
+        self.blank_out(cells, self.col)
+        self.blank_out(cells, self.col + width)
+        while len(cells) < self.col + width:
+            cells.append(None)
+        cells[self.col] = ch
+        if width == 2:
+            cells[self.col + 1] = ""
+        if self.col + width - 1 == self.right:
+            self.col, self.pending = self.right, True
         else:
-            width = char_width(ch)
-            if width == 0:
-                pad(col)
-                if col:
-                    at = col - 1 if cells[col - 1] != "" or col < 2 else col - 2
-                    cells[at] = (cells[at] or " ") + ch
-                continue
-            blank_out(col)
-            blank_out(col + width)
-            pad(col + width)
-            cells[col] = ch
-            if width == 2:
-                cells[col + 1] = ""
-            col += width
-    return "".join(" " if cell is None else cell.replace("\v", "") for cell in cells).rstrip(" ")
+            self.col += width
+
+    def control(self, final: str, count: int) -> None:
+        many = max(count, 1)
+        cells = self.cells()
+        if final == "K":
+            if count == 0 and not self.pending:
+                self.blank_out(cells, self.col)
+                if self.last_row():
+                    del cells[self.col :]
+                else:
+                    for k in range(self.col, len(cells)):
+                        cells[k] = None
+            elif count == 1:
+                self.blank_out(cells, self.col + 1)
+                for k in range(min(self.col + 1, len(cells))):
+                    cells[k] = None
+            elif count == 2:
+                cells[:] = [None] * (0 if self.last_row() else len(cells))
+            return
+        if final == "X":
+            if not self.pending:
+                self.blank_out(cells, self.col)
+                self.blank_out(cells, self.col + many)
+                for k in range(self.col, min(self.col + many, len(cells))):
+                    cells[k] = None
+            return
+        self.pending = False
+        if final == "D":
+            self.col = max(self.col - many, 0)
+        elif final in "Ca":
+            self.col = min(self.col + many, self.right)
+        elif final in "G`":
+            self.col = min(many - 1, self.right)
+        elif final == "A":
+            self.row = max(self.row - many, 0)
+        elif final == "B":
+            last = max(k for k, row in enumerate(self.rows) if row or k == 0)
+            self.row = max(self.row, min(self.row + many, last))
+        elif final == "P":
+            self.blank_out(cells, self.col)
+            self.blank_out(cells, self.col + many)
+            self.untab(cells, self.col)
+            full = len(cells)
+            del cells[self.col : self.col + many]
+            if not self.last_row():
+                cells += [None] * (full - len(cells))
+        elif final == "@" and self.col < len(cells):
+            self.blank_out(cells, self.col)
+            self.untab(cells, self.col)
+            cells[self.col : self.col] = [None] * many
+            if len(cells) > self.right + 1:
+                self.blank_out(cells, self.right + 1)
+                del cells[self.right + 1 :]
+
+    def run(self, text: str) -> str:
+        i = 0
+        while i < len(text):
+            ch = text[i]
+            i += 1
+            if ch == "\x1b":
+                k = i + 1
+                while text[k].isdigit():
+                    k += 1
+                self.control(text[k], int(text[i + 1 : k] or 0))
+                i = k + 1
+            elif ch == "\r":
+                self.col, self.pending = 0, False
+            elif ch == "\x08":
+                self.control("D", 1)
+            elif ch == "\t":
+                cells = self.cells()
+                stop = min((self.col // 8 + 1) * 8, self.right)
+                if self.col >= len(cells) and stop > self.col and self.last_row():
+                    cells += [None] * (self.col - len(cells))
+                    cells += ["\t"] + ["\v"] * (stop - self.col - 1)
+                self.col, self.pending = max(stop, self.col), False
+            else:
+                self.put(ch)
+        return self.text()
+
+    def text(self) -> str:
+        rows = [list(row) for row in self.rows]
+        for row in rows[:-1]:  # rows above the last are full (blanks to the margin)
+            row += [None] * (self.right + 1 - len(row))
+        for row, below in zip(rows, [*rows[1:], []], strict=True):
+            for index, cell in enumerate(row):
+                if cell == "\f":  # skipped by a wide character that wrapped: not text
+                    wrapped = index == self.right and below[1:2] == [""]
+                    row[index] = "" if wrapped else None
+        cells = [cell for row in rows for cell in row]
+        return "".join(" " if cell is None else cell.replace("\v", "") for cell in cells).rstrip(
+            " "
+        )
 
 
 TOKENS = [
@@ -215,6 +297,8 @@ TOKENS = [
     b"\x1b[3@",
     b"\x1b[2X",
     b"\x1b[123456D",
+    b"\x1b[A",
+    b"\x1b[2B",
     "日本".encode(),
     "e\u0301".encode(),
     b"\x1b]0;title\x07",
@@ -260,22 +344,89 @@ def test_every_c1_control_is_removed() -> None:
         assert clean(b"a" + control + b"b") == "ab", control
 
 
-@given(raw=streams, max_escape_length=st.integers(min_value=1, max_value=12))
+widths = st.none() | st.integers(min_value=2, max_value=24)
+
+
+@given(raw=streams, max_escape_length=st.integers(min_value=1, max_value=12), width=widths)
 # Found by hypothesis: the CR of a CRLF was part of the line end only once the newline had
 # arrived; cleaned alone (or unfinished) the line was replayed and lost its trailing space.
-@example(raw=b" \r\n", max_escape_length=12)
-def test_cleaner_matches_the_reference_rules(raw: bytes, max_escape_length: int) -> None:
+@example(raw=b" \r\n", max_escape_length=12, width=None)
+def test_cleaner_matches_the_reference_rules(
+    raw: bytes, max_escape_length: int, width: int | None
+) -> None:
     cleaner = TextCleaner(max_escape_length)
     lines = raw.split(b"\n")
-    cleaned = cleaner.clean(raw)
+    cleaned = cleaner.clean(raw, width=width)
     # Cleaning a region equals cleaning each line: nothing crosses or touches a newline.
-    assert cleaned.split("\n") == [cleaner.clean(line) for line in lines]
-    assert cleaned.split("\n") == [reference_line(line, max_escape_length) for line in lines]
+    assert cleaned.split("\n") == [cleaner.clean(line, width=width) for line in lines]
+    assert cleaned.split("\n") == [reference_line(line, max_escape_length, width) for line in lines]
 
 
-@given(raw=streams)
-def test_clean_text_has_no_controls(raw: bytes) -> None:
-    text = TextCleaner(4096).clean(raw)
+# What a line editor and a progress bar print on a line that wraps.
+wrapping = st.lists(
+    st.sampled_from(["a", "bcd", "efghijk", " ", "日", "本語", "e\u0301", "\r", "\x08", "\t"])
+    | st.builds(
+        lambda count, final: f"\x1b[{count}{final}",
+        st.sampled_from(["", "0", "1", "2", "3", "9"]),
+        st.sampled_from(list(IN_ROW)),
+    ),
+    max_size=40,
+).map(lambda pieces: "".join(pieces).encode())
+
+
+@given(line=wrapping, width=st.integers(min_value=2, max_value=12))
+@example(line=b"$ echo a line typed key by key \r that wraps", width=30)  # readline's " \r"
+@example(line=b"0123456789\rX", width=10)  # a CR while the wrap is pending: the same row
+@example(line=b"0123456789ab\rX", width=10)  # a CR on the second row: its start
+@example(line=b"0123456789ab\x08\x08\x08X", width=10)  # no reverse wrap
+@example(line=b"0123456789ab\r\x1b[A\x1b[3CX", width=10)  # readline moves up a row
+def test_a_wrapped_line_matches_the_reference(line: bytes, width: int) -> None:
+    assert TextCleaner(64).clean(line, width=width) == reference_line(line, 64, width)
+
+
+@given(
+    raw=streams,
+    max_escape_length=st.integers(min_value=1, max_value=12),
+    width=widths,
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=4),
+    collapsed=st.booleans(),
+)
+def test_a_resize_to_the_same_width_changes_nothing(
+    raw: bytes, max_escape_length: int, width: int | None, cuts: list[int], collapsed: bool
+) -> None:
+    # Wherever it lands (within an escape sequence, a UTF-8 character, a CR LF), a width
+    # mark is never seen in the text: cleaning reads as if it were not there.
+    cleaner = TextCleaner(max_escape_length)
+    if width is None:
+        width = 1000
+    resizes = [(cut, width) for cut in sorted({min(cut, len(raw)) for cut in cuts})]
+    expected = cleaner.clean(raw, collapsed, width=width)
+    assert cleaner.clean(raw, collapsed, width=width, resizes=resizes) == expected
+
+
+@given(raw=streams, width=widths, second=st.integers(min_value=2, max_value=24))
+def test_a_resize_applies_from_the_line_it_lands_on(
+    raw: bytes, width: int | None, second: int
+) -> None:
+    # Each line is replayed at the width in force where it starts; a resize at a line
+    # start changes every line from there on.
+    cleaner = TextCleaner(64)
+    lines = raw.split(b"\n")
+    half = len(lines) // 2
+    at = sum(len(line) + 1 for line in lines[:half])
+    cleaned = cleaner.clean(raw, width=width, resizes=[(at, second)] if lines[half:] else [])
+    assert cleaned.split("\n") == [
+        reference_line(line, 64, width if index < half else second)
+        for index, line in enumerate(lines)
+    ]
+
+
+@given(raw=streams, width=widths, resizes=st.lists(st.tuples(st.integers(0, 400), widths)))
+def test_clean_text_has_no_controls(
+    raw: bytes, width: int | None, resizes: list[tuple[int, int | None]]
+) -> None:
+    moved = sorted((min(at, len(raw)), cols or 80) for at, cols in resizes)
+    text = TextCleaner(4096).clean(raw, width=width, resizes=moved)
     assert text.count("\n") == raw.count(b"\n")
     assert not any(ord(ch) < 0x20 and ch not in "\t\n" for ch in text)
     assert not any(0x7F <= ord(ch) <= 0x9F for ch in text)
@@ -576,3 +727,65 @@ def test_replay_work_is_bounded_by_max_cells() -> None:
     # Twice the edits, twice the work (counted in lines of Python run, not in seconds).
     assert python_steps(lambda: replay(5_000)) <= 2.05 * python_steps(lambda: replay(2_500))
     assert clean(b"x" * 10 + b"\x1b[2Ky" * 10 + b"\rz") == "z" + " " * 18 + "y"
+
+
+def fill_log(
+    stream: bytes, resizes: list[tuple[int, int]], cuts: list[int], capacity: int, read: bool
+) -> LineLog:
+    """A log fed `stream` in pieces cut at `cuts` and at each resize's offset (where the
+    width is noted), read after every piece when `read`."""
+    log = make_log(capacity, 4, 8)
+    widths = dict(resizes)
+    pos = 0
+    for cut in sorted({min(at, len(stream)) for at in [*cuts, *widths, len(stream)]}):
+        log.append(stream[pos:cut])
+        pos = cut
+        if cut in widths:
+            log.note_width(widths[cut])
+        if read:
+            log.lines(0, log.total_lines)
+    return log
+
+
+@given(
+    stream=wrapping.map(lambda line: line + b"\r\n") | streams,
+    resizes=st.lists(st.tuples(st.integers(0, 300), st.integers(2, 16)), max_size=4),
+    cuts=st.lists(st.integers(0, 300), max_size=6),
+    capacity=st.integers(min_value=16, max_value=400),
+)
+def test_widths_apply_at_their_offsets_however_chunked_and_read(
+    stream: bytes, resizes: list[tuple[int, int]], cuts: list[int], capacity: int
+) -> None:
+    resizes = [(0, 10), *resizes]
+    at_once = fill_log(stream, resizes, [], capacity, read=False)
+    pieces = fill_log(stream, resizes, cuts, capacity, read=True)
+    total = at_once.total_lines
+    assert pieces.lines(0, total) == at_once.lines(0, total)
+    # A width noted again where it already holds changes nothing.
+    same = [(at, cols) for at, cols in resizes if at == 0]
+    again = fill_log(stream, [*same[-1:], *[(at, same[-1][1]) for at in cuts]], [], capacity, False)
+    assert again.lines(0, total) == fill_log(stream, same[-1:], [], capacity, False).lines(0, total)
+
+
+@given(
+    lines=st.lists(wrapping, min_size=1, max_size=6),
+    widths=st.lists(st.integers(min_value=2, max_value=16), min_size=6, max_size=6),
+)
+def test_each_line_wraps_at_the_width_in_force_where_it_starts(
+    lines: list[bytes], widths: list[int]
+) -> None:
+    log = make_log(1 << 16, 16, 64)
+    for line, width in zip(lines, widths, strict=False):
+        log.note_width(width)
+        log.append(line + b"\r\n")
+    assert log.lines(0, len(lines)) == [
+        reference_line(line + b"\r", 64, width) for line, width in zip(lines, widths, strict=False)
+    ]
+
+
+def test_a_line_without_a_window_never_wraps() -> None:
+    log = make_log(1 << 16, 16, 64)
+    log.append(b"0123456789ab\rX\r\n")
+    log.note_width(10)
+    log.append(b"0123456789ab\rX\r\n")
+    assert log.lines(0, 2) == ["X123456789ab", "0123456789Xb"]

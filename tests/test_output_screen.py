@@ -4,7 +4,8 @@ full-screen programs."""
 
 from __future__ import annotations
 
-from hypothesis import given
+import avt
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from trio_pty.output import compile_pattern, modes
@@ -92,6 +93,8 @@ lines_of_text = st.lists(st.text("abc xyz日", max_size=40), min_size=1, max_siz
 
 
 @given(streams, streams, lines_of_text)
+@example(before=[b"\x1b]"], after=[], lines=[""] * 12)  # an OSC that never ends takes all
+@example(before=[b"\x1b[1"], after=[], lines=[""] * 12 + ["abc"])  # a CSI left open
 def test_a_late_start_shows_what_a_replay_from_the_first_byte_shows(
     before: list[bytes], after: list[bytes], lines: list[str]
 ) -> None:
@@ -239,6 +242,66 @@ def test_the_line_log_ends_an_edited_line_as_the_emulator_shows_it(
     assert expand_tabs(logged).rstrip(" ") == shown
 
 
+# Editing a line that wraps: as above, and moves up its rows (readline's way back across the
+# margin is CR, CSI A, CSI C). Not CSI B: below its last row the emulator leaves the line,
+# which the line log does not follow. Not wide characters: one that does not fit in a row
+# leaves the last cell as it was in xterm and in the line log, where avt blanks it.
+# (tests/test_output_lines.py checks both against a reference model.)
+WRAPPED_EDITS = EDITS.filter(lambda edit: not any(char_width(c) == 2 for c in edit)) | (
+    st.sampled_from(["\x1b[A", "\x1b[2A", "\x1b[9C"])
+)
+
+
+def cells_of(text: str) -> int:
+    return sum(char_width(char) for char in text)
+
+
+def layout(text: str, cols: int) -> list[str]:
+    """The rows `text` takes when printed into an empty window `cols` wide: it wraps at the
+    margin (a wide character that does not fit leaves the last cell blank), a TAB moves to
+    the next multiple of 8 in its row, at most to the row's last cell."""
+    rows: list[list[str]] = [[]]
+    col, pending = 0, False
+    for char in text:
+        row = rows[-1]
+        size = char_width(char)
+        if char == "\t":
+            stop = min((col // 8 + 1) * 8, cols - 1)
+            row += [" "] * (stop - len(row))
+            col, pending = stop, False
+            continue
+        if size == 0:
+            row[-1] += char
+            continue
+        if pending or (size == 2 and col == cols - 1):
+            row += [" "] * (cols - len(row))
+            rows.append([])
+            row, col, pending = rows[-1], 0, False
+        row += [" "] * (col + size - len(row))
+        row[col : col + size] = [char, ""][:size]
+        col += size
+        if col == cols:
+            col, pending = cols - 1, True
+    return ["".join(row).rstrip(" ") for row in rows]
+
+
+@given(st.lists(WRAPPED_EDITS, max_size=30), st.text("xyz", max_size=5), st.integers(2, 12))
+def test_the_line_log_ends_a_wrapped_line_as_the_emulator_shows_its_rows(
+    edits: list[str], prompt: str, cols: int
+) -> None:
+    # Enough rows that nothing scrolls away. The logged line, printed afresh into a window
+    # of that width, shows what the edits left on the rows.
+    line = prompt + "".join(edits)
+    rows = 2 * cells_of(line) // cols + 3
+    output = buffer_of(line.encode() + b"\r\n", rows=rows, cols=cols)
+    shown = ScreenCache(1, 60).snapshot("s", output, 0.0).lines
+    logged = layout(output.read(0, 1).lines[0].text, cols)
+    while logged and not logged[-1]:
+        logged.pop()
+    assert logged == shown[: len(logged)]
+    assert not "".join(shown[len(logged) :])
+
+
 NOT_KEPT = "its screen is not kept as lines]"
 
 
@@ -289,3 +352,48 @@ def test_alternate_screen_spans_do_not_depend_on_chunking_or_reads(
     parts.append(data[last:])
     assert parts.read(0, 1000) == whole.read(0, 1000)
     assert parts.tail(5) == whole.tail(5)
+
+
+PARSER_PIECES = [
+    b"\x1b",
+    b"\x1b[",
+    b"\x1b[1;2",
+    b"\x1b[?",
+    b"\x1b]",
+    b"\x1b]2;t",
+    b"\x1bP",
+    b"\x1b_",
+    b"\x1b^",
+    b"\x1bX",
+    b"\x1b(",
+    b"\x1b#",
+    b"\x1b\\",
+    b"\x07",
+    b"\x18",
+    b"\x1a",
+    b"\r\n",
+    b"m",
+    b"A",
+    b"9",
+    b" ",
+    "é".encode(),
+    "©".encode(),
+    "\x9b".encode(),
+    "\x9c".encode(),
+    "\x9d".encode(),
+    "\x90".encode(),
+    "\x85".encode(),
+]
+
+
+@given(st.lists(st.sampled_from(PARSER_PIECES), max_size=12))
+def test_ground_at_says_whether_the_emulator_prints_the_next_character(
+    pieces: list[bytes],
+) -> None:
+    """The emulator itself is the reference: in the ground state the next letter is
+    printed; inside a sequence or a string it is taken as part of it."""
+    data = b"".join(pieces)
+    vt = avt.Vt(300, 4, scrollback_limit=0)
+    vt.feed_str(data.decode("utf-8", "replace") + "Z")
+    printed = any("Z" in line.text for line in vt.view())
+    assert modes.ground_at(data, len(data)) == printed

@@ -119,7 +119,8 @@ async def test_prints_urls_and_round_trips(live: ServerProcess, request: Any) ->
 async def test_compact_pages_are_the_object_pages(live: ServerProcess, request: Any) -> None:
     """`format: "compact"` over a real server: the raw result is strings with implied numbers
     (explicit ones where a search skipped lines), and the client turns it into the very page
-    the object form gives."""
+    the object form gives. The client asks for it unless told otherwise; a raw request
+    without `format` still gets the object form."""
     owner = owner_for(request)
     with trio.fail_after(15):
         async with connect(live.url, live.token) as client:
@@ -128,12 +129,28 @@ async def test_compact_pages_are_the_object_pages(live: ServerProcess, request: 
             )
             ended = Wait(exit=True, timeout_ms=5000)
             await client.request(ReadParams(id=info.id, owner=owner, wait=ended))
+            sent: list[Any] = []
+            call = client.call
+
+            async def spy(method: str, params: Any = None) -> Any:
+                sent.append(params)
+                return await call(method, params)
+
             for extra in ({"offset": 3, "limit": 10}, {"pattern": "^[13]$|0"}, {"tail": 5}):
-                as_object = ReadParams(id=info.id, owner=owner, **extra)
-                compact = attrs.evolve(as_object, format="compact")
+                default = ReadParams(id=info.id, owner=owner, **extra)
+                as_object = attrs.evolve(default, format="object")
+                compact = attrs.evolve(default, format="compact")
                 page = await client.request(as_object)
                 assert page.lines
                 assert await client.request(compact) == page
+                client.call = spy  # type: ignore[method-assign]
+                try:
+                    assert await client.request(default) == page
+                finally:
+                    client.call = call  # type: ignore[method-assign]
+                assert sent.pop()["format"] == "compact"
+                plain = await client.call("pty.read", {"id": info.id, "owner": owner, **extra})
+                assert [line["text"] for line in plain["lines"]] == [x.text for x in page.lines]
                 raw = await client.call(
                     "pty.read", {"id": info.id, "owner": owner, "format": "compact", **extra}
                 )

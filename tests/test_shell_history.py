@@ -3,6 +3,8 @@ command's output as lines. The byte sequences are the ones bash and zsh print.""
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -91,6 +93,42 @@ def test_a_typed_command_is_recorded_with_its_echo_as_text() -> None:
     (record,) = shell.marks.records(10)
     assert (record.source, record.command, record.state) == ("typed", "echo  typed", "exited")
     assert shell.lines(1) == ["typed"]
+
+
+def readline_echo(column: int, typed: str, cols: int) -> str:
+    """How bash's readline echoes `typed`, starting at `column` of a window `cols` wide:
+    at each margin it prints " \\r" (the space makes the terminal wrap, the CR returns to
+    the start of the new row, where the next key overwrites the space)."""
+    out = []
+    for char in typed:
+        out.append(char)
+        column += 1
+        if column == cols:
+            out.append(" \r")
+            column = 0
+    return "".join(out)
+
+
+@given(
+    typed=st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=120),
+    cols=st.integers(min_value=8, max_value=40),
+    first_line=st.sampled_from(["", "(venv) host\r\n", "\x1b[1;32mgreen\x1b[0m\r\n"]),
+    prompt_text=st.sampled_from(["$ ", "user@host:/tmp$ ", "\x1b[34m~\x1b[0m % ", "> "]),
+)
+def test_a_typed_command_wider_than_the_window_is_recorded_as_typed(
+    typed: str, cols: int, first_line: str, prompt_text: str
+) -> None:
+    # The margin counts from the start of the line the prompt ends on, not from the prompt's
+    # end; the window's width is the one in force there.
+    shell = Shell()
+    shell.output.note_size(24, cols)
+    shell.print(D(0) + PASTE_ON + A + first_line + prompt_text + B)
+    column = len(re.sub("\x1b\\[[0-9;]*m", "", prompt_text)) % cols
+    shell.print(readline_echo(column, typed, cols) + "\r\n" + PASTE_OFF + "\r" + C)
+    shell.print("out\r\n" + prompt(0))
+    (record,) = shell.marks.records(10)
+    assert record.command == typed
+    assert shell.lines(1) == ["out"]
 
 
 def test_zsh_reports_the_typed_line_itself() -> None:

@@ -73,22 +73,57 @@ async def test_200_commands_report_their_output_and_exit_codes_exactly(
             assert manager.get(info.id).at_prompt
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: the line log does not follow the terminal's autowrap, so bash's echo of a "
-    "typed line wider than the window (its ' \\r' at the margin) reads garbled (docs/shell.md)",
-)
-async def test_a_typed_command_wider_than_the_window_is_recorded_as_typed(home: Path) -> None:
-    with trio.fail_after(20):
+async def type_keys(manager: Manager, session_id: str, keys: list[str]) -> None:
+    """One key at a time, each echoed before the next (as typed by hand: typed in bursts,
+    a line editor redraws the line whole), then Enter."""
+    for key in keys:
+        await manager.write(session_id, key, wait=Wait(idle_ms=30, timeout_ms=2000))
+    await manager.write(session_id, "\r", wait=Wait(prompt=True, timeout_ms=5000))
+
+
+async def narrow_shell(manager: Manager, shell: str) -> str:
+    """A shell in a window 30 columns wide, with a prompt of 2 (the same margin wherever
+    the test runs)."""
+    info = await manager.spawn_shell(description="narrow", shell=shell, cols=30)
+    await manager.run(info.id, "PS1='$ '")
+    return info.id
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+async def test_a_typed_command_wider_than_the_window_is_recorded_as_typed(
+    home: Path, shell: str
+) -> None:
+    # 70 characters after a prompt of 2 in 30 columns: three rows. bash's readline echoes
+    # " \r" at each margin (the terminal's autowrap does the rest); zsh " \r ESC[K".
+    typed = "echo a line typed key by key that wraps twice at thirty columns: done"
+    with trio.fail_after(40):
         async with shell_manager(home) as manager:
-            info = await manager.spawn_shell(description="narrow", shell="bash", cols=30)
-            await manager.run(info.id, "PS1='$ '")  # the same margin wherever it runs
-            typed = "echo a line typed key by key that wraps twice at thirty"
-            for key in typed:  # one at a time, each echoed before the next (as typed by hand)
-                await manager.write(info.id, key, wait=Wait(idle_ms=30, timeout_ms=2000))
-            await manager.write(info.id, "\r", wait=Wait(prompt=True, timeout_ms=5000))
-            record = manager.commands(info.id)[-1]
-            assert record.command == typed
+            session_id = await narrow_shell(manager, shell)
+            await type_keys(manager, session_id, list(typed))
+            record = manager.commands(session_id)[-1]
+            assert (record.command, record.exit_code) == (typed, 0)
+            lines = texts((await manager.read(session_id, tail=3)).lines)
+            assert lines[:2] == [f"$ {typed}", typed.removeprefix("echo ")]
+            assert lines[2].rstrip() == "$"  # the next prompt
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+async def test_a_wrapped_line_edited_across_the_margin_reads_as_the_screen_showed_it(
+    home: Path, shell: str
+) -> None:
+    # Typed over three rows, then 45 x left (back across both margins: the line editors
+    # go up with CR, ESC[A and ESC[nC), an "X" inserted there, Enter with the cursor on the
+    # first row (bash comes down with line feeds, zsh with ESC[nB).
+    typed = "echo 0123456789 abcdefghij klmnopqrst uvwxyz ABCDEFGHIJ KLMNOPQRST end"
+    edited = typed[:-45] + "X" + typed[-45:]
+    with trio.fail_after(40):
+        async with shell_manager(home) as manager:
+            session_id = await narrow_shell(manager, shell)
+            await type_keys(manager, session_id, [*typed, *["\x1b[D"] * 45, "X"])
+            assert manager.commands(session_id)[-1].command == edited
+            lines = [text for text in texts((await manager.read(session_id)).lines) if text]
+            assert lines[-3:-1] == [f"$ {edited}", edited.removeprefix("echo ")]
+            assert lines[-1].rstrip() == "$"  # the next prompt
 
 
 @pytest.mark.parametrize("shell", SHELLS)

@@ -15,6 +15,7 @@ from functools import partial
 
 import trio
 
+from . import logs
 from .limits import Limits
 from .posix import keeper
 
@@ -70,6 +71,7 @@ class Guard:
             grace=self._limits.terminate_grace,
             close_timeout=self._limits.close_timeout,
             state_dir=self._state_dir,
+            log_json=logs.writes_json(log),
         )
         read_end, write_end = os.pipe()
         try:

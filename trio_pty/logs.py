@@ -18,7 +18,7 @@ import json
 import logging
 from typing import Any, Final
 
-__all__ = ["EVENT_FIELDS", "JsonFormatter", "event"]
+__all__ = ["EVENT_FIELDS", "JsonFormatter", "event", "writes_json"]
 
 #: The attribute of a log record that holds an event's fields.
 EVENT_FIELDS: Final = "trio_pty_fields"
@@ -47,3 +47,14 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str, separators=(",", ":"))
+
+
+def writes_json(logger: logging.Logger) -> bool:
+    """Whether this logger's records reach a handler that writes JSON lines: a helper
+    process that shares the stream (the keeper) then writes JSON lines too."""
+    current: logging.Logger | None = logger
+    while current is not None:
+        if any(isinstance(h.formatter, JsonFormatter) for h in current.handlers):
+            return True
+        current = current.parent if current.propagate else None
+    return False

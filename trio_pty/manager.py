@@ -16,7 +16,7 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from signal import SIGINT
-from typing import Any, Literal, NoReturn, TypeVar
+from typing import Any, Literal, NoReturn, TypeVar, overload
 
 import attrs
 import trio
@@ -29,6 +29,7 @@ from .metrics import ManagerStats
 from .model import (
     CommandInfo,
     CommandResult,
+    CompactPage,
     DrainStatus,
     ExitEvent,
     Line,
@@ -700,6 +701,60 @@ class Manager(metaclass=_NoPublicConstructor):
         lines = session.output.read(line, 1).lines
         return lines[0].text if lines and lines[0].number == line else ""
 
+    @overload
+    async def read(
+        self,
+        session_id: str,
+        *,
+        owner: str = ...,
+        offset: int = ...,
+        limit: int | None = ...,
+        pattern: str | None = ...,
+        ignore_case: bool = ...,
+        wait: Wait | None = ...,
+        command: int | None = ...,
+        tail: int | None = ...,
+        since: Literal["last"] | None = ...,
+        reader: str | None = ...,
+        compact: Literal[False] = ...,
+    ) -> ReadPage: ...
+
+    @overload
+    async def read(
+        self,
+        session_id: str,
+        *,
+        owner: str = ...,
+        offset: int = ...,
+        limit: int | None = ...,
+        pattern: str | None = ...,
+        ignore_case: bool = ...,
+        wait: Wait | None = ...,
+        command: int | None = ...,
+        tail: int | None = ...,
+        since: Literal["last"] | None = ...,
+        reader: str | None = ...,
+        compact: Literal[True],
+    ) -> CompactPage: ...
+
+    @overload
+    async def read(
+        self,
+        session_id: str,
+        *,
+        owner: str = ...,
+        offset: int = ...,
+        limit: int | None = ...,
+        pattern: str | None = ...,
+        ignore_case: bool = ...,
+        wait: Wait | None = ...,
+        command: int | None = ...,
+        tail: int | None = ...,
+        since: Literal["last"] | None = ...,
+        reader: str | None = ...,
+        compact: bool,
+    ) -> ReadPage | CompactPage: ...
+
     async def read(
         self,
         session_id: str,
@@ -714,7 +769,8 @@ class Manager(metaclass=_NoPublicConstructor):
         tail: int | None = None,
         since: Literal["last"] | None = None,
         reader: str | None = None,
-    ) -> ReadPage:
+        compact: bool = False,
+    ) -> ReadPage | CompactPage:
         """A page of clean numbered lines from absolute line `offset` (with `pattern`, of
         the lines matching that RE2 expression). With `wait`, first block until the wait is
         over (`ReadPage.reason` says why). With `command` (shell sessions), only that
@@ -725,7 +781,11 @@ class Manager(metaclass=_NoPublicConstructor):
         counts lines that rotated out in between); the first such read starts at the
         oldest line. Every read moves the reader's cursor to the page's `next_offset`. A
         reader is `reader` or, by default, the owner: callers serving several clients (one
-        per connection) pass their own key."""
+        per connection) pass their own key.
+
+        `compact=True` returns the same page as a CompactPage (one string per line, the
+        numbers implied), which a plain read builds without a `Line` object per line: what
+        the RPC server sends for `format: "compact"`."""
         session = self._session(session_id, owner)
         offset, limit = validate.read_window(offset, limit, self.limits)
         reader = owner if reader is None else validate.reader(reader, self.limits)
@@ -774,6 +834,7 @@ class Manager(metaclass=_NoPublicConstructor):
                 prompts_seen=prompts_seen,
             )
         end = output.end_offset
+        page: ReadPage | CompactPage
         if record is not None:
             page = await self._read_command(session, record, offset, limit, compiled)
         elif tail is not None:
@@ -782,9 +843,12 @@ class Manager(metaclass=_NoPublicConstructor):
             page = output.read(output.total_lines, 0)
             page = attrs.evolve(page, next_offset=offset)
         elif compiled is None:
-            page = output.read(offset, limit)
+            plain = output.read_compact(offset, limit)
+            page = plain if compact else plain.page()
         else:
             page = await session.search(offset, limit, compiled)
+        if compact and isinstance(page, ReadPage):
+            page = CompactPage.of(page)
         self._cursors.set(session.id, reader, Cursor(page.next_offset, end))
         return page if reason is None else attrs.evolve(page, reason=reason)
 
@@ -1251,9 +1315,16 @@ class Manager(metaclass=_NoPublicConstructor):
 
     async def _reap_orphans(self) -> None:
         """Collect adopted zombies now and then, so a session that keeps orphaning short
-        lived children cannot fill the pid table before it is torn down."""
+        lived children cannot fill the pid table before it is torn down.
+
+        Only when a child of ours is a zombie: a scan of /proc costs 5-10 ms a second with
+        500 processes on the machine (and holds a snapshot of them all), which an idle
+        manager, or a reader under a flood, otherwise paid for nothing. Pins (see
+        reap.ProcessTable) are zombies of ours, so while one is held the scans go on."""
         while True:
             await trio.sleep(self.limits.orphan_reap_interval)
+            if not proc.zombie_child():
+                continue
             try:
                 self._table.reap_orphans(self._table.snapshot())
             except OSError as exc:  # out of descriptors for now: try again next time

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import logging
 import math
 import os
@@ -100,6 +99,35 @@ async def wait_idle(
         await trio.sleep_until(deadline)
 
 
+class Latch:
+    """A flag that is set once and can be waited for, like trio.Event, whose Event (an
+    object and a set of waiters, ~270 bytes) is made only when a task has to wait: most of
+    a session's latches are never waited on, and hundreds of idle sessions pay for each."""
+
+    __slots__ = ("_event", "_set")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._event: trio.Event | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
+        if self._event is not None:
+            self._event.set()
+
+    async def wait(self) -> None:
+        """Until set; a checkpoint even when it already is (as trio.Event.wait)."""
+        if self._event is None:
+            if self._set:
+                await trio.lowlevel.checkpoint()
+                return
+            self._event = trio.Event()
+        await self._event.wait()
+
+
 class IllegalTransition(AssertionError):
     """A status change that TRANSITIONS does not allow."""
 
@@ -118,6 +146,7 @@ class Session:
     # session's own footprint.
     __slots__ = (
         "_attached",
+        "_complete",
         "_detached_lot",
         "_drivers",
         "_eof",
@@ -133,6 +162,7 @@ class Session:
         "_notifying",
         "_on_change",
         "_output_lot",
+        "_own_scopes",
         "_process",
         "_removed",
         "_responder",
@@ -227,16 +257,18 @@ class Session:
         self._responder = QueryResponder()
         self._drivers = 0
         self._attached = 0  # attachments (clients streaming its output): it is not idle
-        self._detached_lot = trio.lowlevel.ParkingLot()
+        # Only an idle timeout waits for a client to detach.
+        self._detached_lot = trio.lowlevel.ParkingLot() if idle_timeout is not None else None
         self._on_change = on_change
         self._master = -1
         self._process: trio.Process | None = None
-        self._write_lock = trio.Lock()
+        self._write_lock: trio.Lock | None = None  # made by the first write
         self._stop = trio.Event()
-        self._eof = trio.Event()
-        self._exit_recorded = trio.Event()
-        self._finished = trio.Event()
-        self._output_lot = trio.lowlevel.ParkingLot()
+        self._eof = Latch()
+        self._exit_recorded = Latch()
+        self._finished = Latch()
+        self._complete = Latch()  # see output_complete
+        self._output_lot: trio.lowlevel.ParkingLot | None = None  # see _output_waiters
         self._last_output_at = 0.0
         self._last_input_at = 0.0  # and the start (set in run)
         self._last_detach_at = 0.0
@@ -247,6 +279,7 @@ class Session:
         self._notifying: trio.CancelScope | None = None
         self._shut_down = False
         self._under_manager = False  # see run
+        self._own_scopes: tuple[trio.CancelScope, ...] = ()  # see _note_cancellation
         # A shell session's commands and prompts (spawn_shell sets it before the reader runs).
         self.shell: ShellTracker | None = None
 
@@ -329,16 +362,11 @@ class Session:
             del on_started  # this frame lives as long as the session: keep it small
             async with trio.open_nursery() as notifiers:
                 async with trio.open_nursery() as tasks:
-                    own = (tasks.cancel_scope, notifiers.cancel_scope)
+                    self._own_scopes = (tasks.cancel_scope, notifiers.cancel_scope)
                     # Constant task names: trio would format a new string per task.
+                    tasks.start_soon(self._read_output, name="trio_pty.reader")
                     tasks.start_soon(
-                        self._noting_cancellation, self._read_output, own, name="trio_pty.reader"
-                    )
-                    tasks.start_soon(
-                        self._noting_cancellation,
-                        functools.partial(self._watch_exit, notifiers, on_exit),
-                        own,
-                        name="trio_pty.exit_watcher",
+                        self._watch_exit, notifiers, on_exit, name="trio_pty.exit_watcher"
                     )
                     if self.timeout is not None:
                         tasks.start_soon(self._expire, self.timeout, name="trio_pty.timeout")
@@ -353,7 +381,11 @@ class Session:
                     self._under_manager = (
                         trio.lowlevel.current_task().parent_nursery is not starting_in
                     )
-                    await self._noting_cancellation(self._stop.wait, own)
+                    try:
+                        await self._stop.wait()
+                    except trio.Cancelled:
+                        self._note_cancellation()
+                        raise
                     await self._teardown()
                     # Everything is gone, so the slave is closed: the reader reaches EIO soon.
                     with trio.move_on_after(self._limits.exit_drain_timeout):
@@ -366,28 +398,27 @@ class Session:
                 await self._teardown()
                 self._close_master()
                 self._finished.set()
+                self._complete.set()
                 self._wake_readers()
 
-    async def _noting_cancellation(
-        self, body: Callable[[], Awaitable[object]], own: tuple[trio.CancelScope, ...]
-    ) -> None:
-        """Run `body`; if it is cancelled by none of the session's own scopes, the manager
-        is going down: fix the moment every grace counts from (the first task of any
-        session to see it does). The task leaving `open_manager` would only get to do it
-        after every task the cancellation woke has run: hundreds of ms at N = 1,024. All
-        three long-lived tasks of a session note it, as whichever of them runs first sees
-        its session's scopes uncancelled (one ending with Cancelled cancels its nursery)."""
-        try:
-            await body()
-        except trio.Cancelled:
-            outside = not any(scope.cancel_called for scope in own)
-            if self._under_manager and self._stop_at is None and outside:
-                self._shutdown_moment()
-            raise
+    def _note_cancellation(self) -> None:
+        """One of the session's long-lived tasks was cancelled. By none of the session's
+        own scopes, it means the manager is going down: fix the moment every grace counts
+        from (the first task of any session to see it does). The task leaving `open_manager`
+        would only get to do it after every task the cancellation woke has run: hundreds of
+        ms at N = 1,024. All three long-lived tasks of a session (run, reader, exit watcher)
+        note it, as whichever of them runs first sees its session's scopes uncancelled (one
+        ending with Cancelled cancels its nursery). Called from their `except Cancelled`
+        rather than through a wrapper coroutine: a wrapper per task cost every idle session
+        ~1 KiB."""
+        outside = not any(scope.cancel_called for scope in self._own_scopes)
+        if self._under_manager and self._stop_at is None and outside:
+            self._shutdown_moment()
 
     def removed(self) -> None:
         """The manager forgot this session: end every wait and attachment on it."""
         self._removed = True
+        self._complete.set()
         self._wake_readers()
 
     def shut_down(self, at: float) -> None:
@@ -425,12 +456,16 @@ class Session:
         then on the master is polled every _EIO_POLL seconds instead of waited on.
         """
         master = self._master
-        while True:
-            await trio.lowlevel.wait_readable(master)
-            while not self._read_available(master):
-                self._eof.set()
-                self._wake_readers()
-                await trio.sleep(_EIO_POLL)
+        try:
+            while True:
+                await trio.lowlevel.wait_readable(master)
+                while not self._read_available(master):
+                    self._eof.set()
+                    self._wake_readers()
+                    await trio.sleep(_EIO_POLL)
+        except trio.Cancelled:
+            self._note_cancellation()
+            raise
 
     def _read_available(self, master: int) -> bool:
         """Read what is there (a bounded number of chunks); False on EIO.
@@ -470,17 +505,29 @@ class Session:
         return True
 
     def _wake_readers(self) -> None:
-        if self._output_lot:
-            self._output_lot.unpark_all()
+        lot = self._output_lot
+        if lot:  # None until someone waited for output
+            lot.unpark_all()
+
+    def _output_waiters(self) -> trio.lowlevel.ParkingLot:
+        """Where tasks wait for output (made for the first one: an idle session that
+        nobody reads holds none)."""
+        if self._output_lot is None:
+            self._output_lot = trio.lowlevel.ParkingLot()
+        return self._output_lot
 
     async def _watch_exit(self, notifiers: trio.Nursery, on_exit: ExitCallback | None) -> None:
         assert self._process is not None
-        returncode = await self._process.wait()
-        # Output is complete only when the reader has seen EIO: everything the child wrote
-        # before exiting is then in the buffer. A grandchild may hold the slave open; the
-        # drain window bounds that wait.
-        with trio.move_on_after(self._limits.exit_drain_timeout):
-            await self._eof.wait()
+        try:
+            returncode = await self._process.wait()
+            # Output is complete only when the reader has seen EIO: everything the child
+            # wrote before exiting is then in the buffer. A grandchild may hold the slave
+            # open; the drain window bounds that wait.
+            with trio.move_on_after(self._limits.exit_drain_timeout):
+                await self._eof.wait()
+        except trio.Cancelled:
+            self._note_cancellation()
+            raise
         self._record_exit(returncode)
         self._change("exit")
         self._stop.set()
@@ -492,6 +539,7 @@ class Session:
         self._time_out("timeout")
 
     async def _expire_idle(self, seconds: float) -> None:
+        assert self._detached_lot is not None
         await wait_idle(seconds, self._idle_since, self._detached_lot)
         self._time_out("idle_timeout")
 
@@ -549,6 +597,7 @@ class Session:
         else:
             self.exit_code = returncode
         self._exit_recorded.set()
+        self._complete.set()
         if self.shell is not None:
             self.shell.session_ended(self.exit_code)
         self._wake_readers()
@@ -660,16 +709,16 @@ class Session:
     def output_complete(self) -> bool:
         """No more output can come: the exit is recorded (after the drain), the session is
         torn down, or it was removed."""
-        return self._exit_recorded.is_set() or self._finished.is_set() or self._removed
+        return self._complete.is_set()
 
     async def wait_finished(self) -> None:
         """Until teardown is complete: no process left, master fd closed."""
         await self._finished.wait()
 
     async def wait_complete(self) -> None:
-        """Until no more output can come (see `output_complete`)."""
-        while not self.output_complete:
-            await self._output_lot.park()
+        """Until no more output can come (see `output_complete`). Not woken by each chunk
+        of output (a flood would wake it thousands of times a second for nothing)."""
+        await self._complete.wait()
 
     async def wait(
         self,
@@ -733,7 +782,7 @@ class Session:
                     if trio.current_time() >= wake_at:
                         return "idle"
                 with trio.move_on_at(wake_at):
-                    await self._output_lot.park()
+                    await self._output_waiters().park()
         return "timeout"
 
     def _prompts(self) -> int:
@@ -745,7 +794,7 @@ class Session:
         while not condition():
             if self.output_complete:
                 return condition()
-            await self._output_lot.park()
+            await self._output_waiters().park()
         return True
 
     def _match_echo(
@@ -824,7 +873,7 @@ class Session:
                         return attrs.evolve(screen, reason="idle")
                 with trio.move_on_at(wake_at):
                     while self.output.end_offset == screen.offset and not self.output_complete:
-                        await self._output_lot.park()
+                        await self._output_waiters().park()
                     await trio.sleep_until(checked_at + _SCREEN_RECHECK)
         return attrs.evolve(snapshot(), reason="timeout")
 
@@ -863,6 +912,8 @@ class Session:
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         lock = self._write_lock
+        if lock is None:
+            lock = self._write_lock = trio.Lock()
         if lock.locked():
             await lock.acquire()
         else:
@@ -1015,7 +1066,8 @@ class Attachment:
                 session._drivers -= 1
             session._attached -= 1
             session._last_detach_at = trio.current_time()
-            session._detached_lot.unpark_all()
+            if session._detached_lot is not None:
+                session._detached_lot.unpark_all()
             session._wake_readers()
 
     def __aiter__(self) -> Attachment:
@@ -1036,5 +1088,5 @@ class Attachment:
                 return chunk
             if session.finished:
                 break
-            await session._output_lot.park()
+            await session._output_waiters().park()
         raise StopAsyncIteration

@@ -53,13 +53,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         guarantee="the exit is recorded only after the output is drained",
         path="trio_pty/session.py",
         old="""\
-        with trio.move_on_after(self._limits.exit_drain_timeout):
-            await self._eof.wait()
-        self._record_exit(returncode)""",
+            with trio.move_on_after(self._limits.exit_drain_timeout):
+                await self._eof.wait()
+        except trio.Cancelled:""",
         new="""\
-        self._record_exit(returncode)""",
+        except trio.Cancelled:""",
         tests=(f"{SESSIONS}::test_the_exit_is_recorded_only_after_the_output_is_drained",),
         quick=True,
+    ),
+    Mutation(
+        name="evict-the-newest",
+        guarantee="a full quota evicts the oldest ended session",
+        path="trio_pty/manager.py",
+        old="victim = min(ended, key=lambda s: s.created_at)",
+        new="victim = max(ended, key=lambda s: s.created_at)",
+        tests=(f"{OWNERS}::test_the_oldest_ended_session_is_the_one_evicted",),
     ),
     Mutation(
         name="delete-owner-one-by-one",
@@ -249,17 +257,44 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="line-numbers-relative",
         guarantee="line numbers are absolute: they do not shift when old output leaves the ring",
         path="trio_pty/output/buffer.py",
-        old="lines = [model.Line(number, log.cut(text)) for number, text in found]",
-        new="lines = [model.Line(number - first, log.cut(text)) for number, text in found]",
+        old="lines=[model.Line(number, log.cut(text)) for number, text in found],",
+        new="lines=[model.Line(number - log.first_line, log.cut(text)) for number, text in found],",
         tests=("tests/test_output_buffer.py",),
+        quick=True,
+    ),
+    Mutation(
+        name="cr-ignores-the-wrap",
+        guarantee="a line wider than the window reads as its rows showed it (CR: the row's start)",
+        path="trio_pty/output/lines.py",
+        old="self.col = self._cursor()[1]",
+        new="self.col = 0",
+        tests=("tests/test_output_lines.py",),
+        quick=True,
+    ),
+    Mutation(
+        name="pending-wrap-ignored",
+        guarantee="a CR after a row's last cell returns to that row, not the next (xterm)",
+        path="trio_pty/output/lines.py",
+        old="cursor = self.col - 1 if self.pending else self.col",
+        new="cursor = self.col",
+        tests=("tests/test_output_lines.py",),
+        quick=True,
+    ),
+    Mutation(
+        name="echo-margin-from-the-prompts-end",
+        guarantee="a typed bash command wider than the window is recorded as typed",
+        path="trio_pty/shell/history.py",
+        old='line_start = low + data.rfind(b"\\n", 0, prompt_end - low) + 1',
+        new="line_start = prompt_end",
+        tests=("tests/test_shell_history.py",),
         quick=True,
     ),
     Mutation(
         name="search-ignores-its-time-budget",
         guarantee="a search stops after max_search_ms with has_more (RE2 time budget)",
         path="trio_pty/session.py",
-        old="while page.has_more and len(lines) < limit and trio.current_time() < deadline:",
-        new="while page.has_more and len(lines) < limit:",
+        old="if not (page.has_more and len(lines) < limit and trio.current_time() < deadline):",
+        new="if not (page.has_more and len(lines) < limit):",
         tests=("tests/test_output_live.py::test_a_slow_pattern_never_stalls_other_tasks",),
     ),
     # ------------------------------------------------------------------ serving

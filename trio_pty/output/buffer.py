@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import NamedTuple
 
 from .. import errors, model
@@ -55,7 +56,9 @@ class OutputBuffer:
 
     def note_size(self, rows: int, cols: int) -> None:
         """The window is `rows` x `cols` from the next byte on (a screen replay applies
-        each size at its offset). Records older than the retained output are dropped."""
+        each size at its offset, the line log wraps lines at that width). Records older
+        than the retained output are dropped."""
+        self._log.note_width(cols)
         sizes = self._sizes
         end = self.end_offset
         seq = sizes[-1].seq + 1 if sizes else 0
@@ -72,6 +75,15 @@ class OutputBuffer:
         if not self._sizes:
             raise ValueError("note_size was never called")
         return list(self._sizes)
+
+    def sizes_within(self, start: int, end: int) -> list[SizeRecord]:
+        """The window sizes in force over output bytes [start, end): the one at `start`,
+        then those noted before `end` (none when no size was ever noted)."""
+        sizes = self._sizes
+        if not sizes:
+            return []
+        first = max(bisect_right([record.offset for record in sizes], start) - 1, 0)
+        return [sizes[first], *(record for record in sizes[first + 1 :] if record.offset < end)]
 
     @property
     def terminal_title(self) -> str | None:
@@ -160,44 +172,70 @@ class OutputBuffer:
         lines were skipped. `next_offset` never passes the unfinished last line: a page that
         shows it partially shows it again, grown, on the next read from there.
         """
+        if pattern is None:
+            return self.read_compact(offset, limit).page()
+        start, missed = self._window(offset, limit)
+        log = self._log
+        total = log.total_lines
+        complete = log.complete_lines
+        found, resume = log.scan(pattern, start, limit, max_scan_bytes) if limit else ([], start)
+        stopped_early = len(found) < limit and resume < complete
+        return model.ReadPage(
+            lines=[model.Line(number, log.cut(text)) for number, text in found],
+            total_lines=total,
+            first_line=log.first_line,
+            has_more=bool(limit) and (len(found) == limit or stopped_early) and resume < total,
+            next_offset=min(resume, complete) if resume > start else start,
+            missed_lines=missed,
+        )
+
+    def read_compact(self, offset: int, limit: int) -> model.CompactPage:
+        """`read` without a pattern, as a CompactPage: the texts as the line log gives them,
+        no `Line` object per line (half the cost of a 500-line page, see
+        docs/benchmarks.md)."""
+        start, missed = self._window(offset, limit)
+        log = self._log
+        total = log.total_lines
+        # Hidden lines (a full-screen program's) are skipped: read on until the page holds
+        # `limit` lines or the output ends. Numbers are listed only once one was skipped.
+        texts: list[str] = []
+        numbers: list[int] | None = None
+        stop = start
+        while len(texts) < limit and stop < total:
+            end = min(stop + limit - len(texts), total)
+            chunk = log.cut_all(log.lines(stop, end))
+            if numbers is None and HIDDEN not in chunk:
+                texts += chunk
+            else:
+                if numbers is None:
+                    numbers = list(range(start, start + len(texts)))
+                shown = [(stop + i, text) for i, text in enumerate(chunk) if text != HIDDEN]
+                numbers += [number for number, _ in shown]
+                texts += [text for _, text in shown]
+            stop = end
+        next_offset = min(stop, log.complete_lines) if stop > start else start
+        first_shown = next_offset if not texts else numbers[0] if numbers else start
+        if numbers is not None and (not numbers or numbers[-1] - numbers[0] == len(numbers) - 1):
+            numbers = None  # no gap between the lines shown: their numbers are implied
+        return model.CompactPage(
+            start=first_shown,
+            lines=texts,
+            numbers=numbers,
+            total_lines=total,
+            first_line=log.first_line,
+            has_more=stop < total,
+            next_offset=next_offset,
+            missed_lines=missed,
+        )
+
+    def _window(self, offset: int, limit: int) -> tuple[int, int]:
+        """(the line a read from `offset` starts at, the lines it missed below first_line)."""
         if offset < 0:
             raise errors.InvalidInput("offset", f"must not be negative, got {offset}")
         if limit < 0:
             raise errors.InvalidInput("limit", f"must not be negative, got {limit}")
-        log = self._log
-        first = log.first_line
-        start = max(offset, first)
-        missed = start - offset
-        total = log.total_lines
-        complete = log.complete_lines
-        lines: list[model.Line]
-        if pattern is None:
-            # Hidden lines (a full-screen program's) are skipped: read on until the page
-            # holds `limit` lines or the output ends.
-            lines = []
-            stop = start
-            while len(lines) < limit and stop < total:
-                end = min(stop + limit - len(lines), total)
-                lines += self._visible(stop, log.lines(stop, end))
-                stop = end
-            has_more = stop < total
-            next_offset = min(stop, complete) if stop > start else start
-        else:
-            found, resume = (
-                log.scan(pattern, start, limit, max_scan_bytes) if limit else ([], start)
-            )
-            lines = [model.Line(number, log.cut(text)) for number, text in found]
-            stopped_early = len(found) < limit and resume < complete
-            has_more = bool(limit) and (len(found) == limit or stopped_early) and resume < total
-            next_offset = min(resume, complete) if resume > start else start
-        return model.ReadPage(
-            lines=lines,
-            total_lines=total,
-            first_line=first,
-            has_more=has_more,
-            next_offset=next_offset,
-            missed_lines=missed,
-        )
+        start = max(offset, self._log.first_line)
+        return start, start - offset
 
     def tail(self, count: int) -> model.ReadPage:
         """The last `count` lines (hidden lines skipped); `next_offset` is where a read of

@@ -7,7 +7,8 @@ that stretch (a "group") are cleaned together: one pass of C-level deletes and o
 substitution over the region, then a split on `\\n` (cleaning never adds or removes a
 newline, so the pieces line up with the numbering). Only lines holding a carriage return,
 a backspace or an in-row edit (cursor left/right/column, erase, delete, insert) are replayed
-in Python, by a model of one terminal row with a cursor (`replay_line`). Closed groups are
+in Python, by a model of the terminal rows the line takes at the window's width in force
+(`replay_line`; the widths come from `note_width`). Closed groups are
 cached as UTF-8 blobs, which is also what the pattern search scans; the cache follows the
 ring as it rotates and is capped in size. The unfinished last line is cleaned afresh
 whenever it has grown.
@@ -26,14 +27,16 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
+from collections.abc import Sequence
 
 from . import modes
 from .ring import ByteRing
 from .search import CompiledPattern, first_matching_line
 
 DEFAULT_STRETCH = 8192
+MAX_WIDTHS = 256  # window widths remembered (a resize each; the oldest go first)
 _LONG_LINE_WINDOW = 65_536  # bytes of a line whose start rotated out that are replayed
 _FIRST_SCAN_BYTES = 64 * 1024  # clean text per RE2 call when a scan starts ...
 _MAX_SCAN_BYTES = 4 * 1024 * 1024  # ... doubling up to this
@@ -47,8 +50,16 @@ _C0_BUT_NUL = _C0[1:]
 _C1 = re.compile("[\x80-\x9f]+")  # C1 controls arrive UTF-8 encoded (C2 80 .. C2 9F)
 # After stripping, lines holding one of these are replayed by `replay_line`.
 _SPECIAL = re.compile("[\r\x08\x1b]")
-_EDIT = "KDCGPX@`a"  # CSI finals kept for the replay: erase, move and edit within the row
-_TOKENS = re.compile("(\r|\x08|\t|\x1b\\[[0-9]{0,5}[" + _EDIT + "])")
+# CSI finals kept for the replay: erase, move and edit within the row, up and down its rows.
+_EDIT = "KDCGPX@`aAB"
+# A width mark, `ESC [ <cols> SOH`: the window is that wide from here on. The cleaner puts
+# it into the text after deleting the output's controls, so output can never forge one.
+_WIDTH_FINAL = "\x01"
+_WIDTH_MARK = re.compile("\x1b\\[[0-9]{1,5}\x01")
+_TOKENS = re.compile("(\r|\x08|\t|\x1b\\[[0-9]{0,5}[" + _EDIT + _WIDTH_FINAL + "])")
+# An in-row edit as the replay takes it (kept by the escape pattern, unlike all others).
+_KEPT_SEQUENCE = re.compile("\x1b\\[[0-9]{0,5}[" + _EDIT + "]")
+_UNBOUNDED = 1 << 62  # the width of a window of unknown size: its rows never wrap
 HIDDEN = "\x00"
 """The text of a line that belongs to a full-screen program's alternate screen."""
 # Cells of the row model that are not characters; none can occur in text (C0 controls are
@@ -56,6 +67,9 @@ HIDDEN = "\x00"
 _BLANK = "\x0e"  # never written, or erased (shows as a space; none at the end of a row)
 _WIDE_TAIL = ""  # the right half of a wide character
 _TAB_FILL = "\x0b"  # the cells a TAB skipped at the end of the text (it shows as one TAB)
+# A row's last cell, never written, skipped by a wide character that did not fit there and
+# wrapped to the next row. Not text (nobody wrote a blank) while that character follows.
+_WRAP_FILL = "\x0f"
 
 
 def _escape_pattern(max_escape_length: int) -> re.Pattern[bytes]:
@@ -96,109 +110,224 @@ def _narrow(text: str) -> bool:
     return text.isascii() or all(char_width(char) == 1 for char in set(text))
 
 
-def replay_line(line: str, max_cells: int) -> str:
-    """Replay one line like a terminal row: the cursor moves (CR, BS, TAB, CSI D/C/G),
-    printing overwrites at it, CSI K erases (0: to the end, 1: to the start, 2: all), CSI P
-    deletes and CSI @ inserts characters, CSI X erases them. The result is what the row
-    showed, with no blanks at the end (a shell's "\\b \\b" leaves none), a TAB past the end
-    of the text still a TAB. At most `max_cells` cells are kept, which bounds
-    the work of every edit."""
+def replay_line(line: str, max_cells: int, width: int | None = None) -> str:
+    """Replay one line like a terminal: the cursor moves (CR, BS, TAB, CSI D/C/G, and
+    CSI A/B between the rows of a wrapped line), printing overwrites at it, CSI K erases
+    (0: to the end, 1: to the start, 2: all of the row), CSI P deletes and CSI @ inserts
+    characters, CSI X erases them. With a `width`, the line wraps into rows of that many
+    cells as the terminal's autowrap does (`_Row`), and a width mark (`_WIDTH_MARK`)
+    changes it from there on; without one, it is one row that never wraps. The result is
+    what the rows showed, joined, with no blanks at the end (a shell's "\\b \\b" leaves
+    none), a TAB past the end of the text still a TAB. At most `max_cells` cells are kept,
+    which bounds the work of every edit."""
+    wrap = _UNBOUNDED if width is None else max(width, 2)
     if "\x08" not in line and "\x1b" not in line and "\t" not in line and _narrow(line):
         # Carriage returns only (progress bars): each column shows the last part that
-        # reached it. Usually the last part is the longest and the answer is C-level.
+        # reached it, as long as no part reached the margin. Usually the last part is the
+        # longest and the answer is C-level.
         parts = line.split("\r")
-        text = parts[-1]
-        if len(text) < max(map(len, parts)):
-            for part in reversed(parts):
-                if len(part) > len(text):
-                    text += part[len(text) :]
-        return text.rstrip(" ")
-    cells: list[str] = []
-    col = 0
+        longest = max(map(len, parts))
+        if longest <= wrap:
+            text = parts[-1]
+            if len(text) < longest:
+                for part in reversed(parts):
+                    if len(part) > len(text):
+                        text += part[len(text) :]
+            return text.rstrip(" ")
+    row = _Row(max_cells, wrap)
     for index, piece in enumerate(_TOKENS.split(line)):
         if index % 2 == 0:
             if piece:
-                col = _print(cells, col, piece, max_cells)
+                row.print(piece)
         elif piece == "\r":
-            col = 0
+            row.carriage_return()
         elif piece == "\x08":
-            col = max(col - 1, 0)
+            row.move("D", 1)
         elif piece == "\t":
-            stop = min((col // 8 + 1) * 8, max_cells)
-            if col >= len(cells) and stop > col:
-                cells.extend([_BLANK] * (col - len(cells)))
-                cells.append("\t")
-                cells.extend([_TAB_FILL] * (stop - col - 1))
-            col = stop
+            row.tab()
+        elif piece[-1] == _WIDTH_FINAL:
+            row.resize(int(piece[2:-1]))
         else:
-            col = _edit(cells, col, piece[-1], int(piece[2:-1] or 0), max_cells)
-    return "".join(cells).replace(_BLANK, " ").replace(_TAB_FILL, "").rstrip(" ")
+            row.edit(piece[-1], int(piece[2:-1] or 0))
+    return row.text()
 
 
-def _print(cells: list[str], col: int, text: str, max_cells: int) -> int:
-    """Write `text` at `col`; return the new cursor column."""
-    if col > len(cells):
-        cells.extend([_BLANK] * (col - len(cells)))
-    if _narrow(text):
-        stop = min(col + len(text), max_cells)
-        _unsplit(cells, col)
-        _unsplit(cells, stop)
-        cells[col:stop] = text[: stop - col]
-        return stop
-    for char in text:
-        width = char_width(char)
-        if width == 0:
-            if col:  # a combining mark joins the character left of the cursor
-                at = col - 1 if cells[col - 1] != _WIDE_TAIL or col < 2 else col - 2
-                cells[at] += char
-            continue
-        if col + width > max_cells:
-            break
-        _unsplit(cells, col)
-        _unsplit(cells, col + width)
-        if col + width > len(cells):
-            cells.extend([_BLANK] * (col + width - len(cells)))
-        cells[col] = char
-        if width == 2:
-            cells[col + 1] = _WIDE_TAIL
-        col += width
-    return col
+class _Row:
+    """One line as a terminal shows it: `cells` holds its rows of `width` cells one after
+    the other (the last row partly filled), `col` is where the next character goes.
 
+    The terminal's autowrap: a character that fills a row's last cell leaves the cursor on
+    that cell with a wrap pending (`pending`; `col` is then already the next row's start,
+    where the next character lands); CR returns to the start of the cursor's row, which is
+    that filled row while the wrap is pending (bash's readline relies on this: it prints
+    `" \\r"` at the margin to make the terminal wrap). Moves stay in the cursor's row, as
+    xterm's do: BS and CSI D stop at its first cell (no reverse wrap), CSI C and TAB at its
+    last, CSI G counts from its start; only CSI A and B change rows, within the rows the
+    line already has (moves to other lines are not the line's business). Erasing, deleting
+    and inserting act on the cursor's row only. Where terminals differ, at a pending wrap,
+    this follows the project's emulator (avt) and xterm.js: CSI K and CSI X erase nothing
+    and keep the wrap pending, a TAB clears it. A width change (a resize) keeps the line
+    and the cursor where they are in it, as terminals that reflow do.
+    """
 
-def _edit(cells: list[str], col: int, final: str, count: int, max_cells: int) -> int:
-    """Apply one in-row CSI sequence; return the new cursor column."""
-    many = max(count, 1)
-    if final == "K":
-        if count == 0:
+    __slots__ = ("cells", "col", "max_cells", "pending", "width")
+
+    def __init__(self, max_cells: int, width: int) -> None:
+        self.cells: list[str] = []
+        self.col = 0
+        self.pending = False
+        self.max_cells = max_cells
+        self.width = width
+
+    def _cursor(self) -> tuple[int, int]:
+        """(the cell the cursor is on, the start of its row)."""
+        cursor = self.col - 1 if self.pending else self.col
+        return cursor, cursor - cursor % self.width
+
+    def text(self) -> str:
+        cells = self.cells
+        if _WRAP_FILL in cells:
+            width = self.width
+            for at, cell in enumerate(cells):
+                if cell == _WRAP_FILL:
+                    at_margin = (at + 1) % width == 0
+                    wrapped = at_margin and cells[at + 2 : at + 3] == [_WIDE_TAIL]
+                    cells[at] = "" if wrapped else _BLANK
+        return "".join(cells).replace(_BLANK, " ").replace(_TAB_FILL, "").rstrip(" ")
+
+    def print(self, text: str) -> None:
+        cells, col, width, max_cells = self.cells, self.col, self.width, self.max_cells
+        if col > len(cells):
+            cells.extend([_BLANK] * (col - len(cells)))
+        if _narrow(text):
+            stop = min(col + len(text), max_cells)
             _unsplit(cells, col)
-            del cells[col:]
-        elif count == 1:
-            _unsplit(cells, col + 1)
-            cells[: col + 1] = [_BLANK] * min(col + 1, len(cells))
-        elif count == 2:
-            cells.clear()
-    elif final == "D":
-        col = max(col - many, 0)
-    elif final in "Ca":
-        col = min(col + many, max_cells)
-    elif final in "G`":
-        col = min(many - 1, max_cells)
-    elif final == "P":
-        _unsplit(cells, col)
-        _unsplit(cells, col + many)
-        _untab(cells, col)
-        del cells[col : col + many]
-    elif final == "@":
-        if col < len(cells):
+            _unsplit(cells, stop)
+            cells[col:stop] = text[: stop - col]
+            if stop > col:
+                self.pending = stop % width == 0
+            self.col = stop
+            return
+        for char in text:
+            size = char_width(char)
+            if size == 0:
+                if col:  # a combining mark joins the character last written
+                    at = col - 1 if cells[col - 1] != _WIDE_TAIL or col < 2 else col - 2
+                    cells[at] += char
+                continue
+            if size == 2 and col % width == width - 1:
+                # No room left in the row: it wraps, and the row's last cell stays as it
+                # was (xterm's way; avt blanks a narrow character there).
+                if col + 3 > max_cells:
+                    break
+                if col == len(cells):
+                    cells.append(_WRAP_FILL)
+                col += 1
+            if col + size > max_cells:
+                break
             _unsplit(cells, col)
-            _untab(cells, col)
-            cells[col:col] = [_BLANK] * min(many, max_cells)
-            del cells[max_cells:]
-    elif final == "X":
-        _unsplit(cells, col)
-        _unsplit(cells, col + many)
-        cells[col : col + many] = [_BLANK] * len(cells[col : col + many])
-    return col
+            _unsplit(cells, col + size)
+            if col + size > len(cells):
+                cells.extend([_BLANK] * (col + size - len(cells)))
+            cells[col] = char
+            if size == 2:
+                cells[col + 1] = _WIDE_TAIL
+            col += size
+            self.pending = col % width == 0
+        self.col = col
+
+    def carriage_return(self) -> None:
+        self.col = self._cursor()[1]
+        self.pending = False
+
+    def move(self, final: str, count: int) -> None:
+        """A cursor move by `count` (at least 1): D left, C/a right, G/` to a column of
+        the row, A up and B down a row of the line."""
+        cursor, start = self._cursor()
+        width = self.width
+        if final == "D":
+            cursor = max(cursor - count, start)
+        elif final in "Ca":
+            cursor = min(cursor + count, start + width - 1)
+        elif final in "G`":
+            cursor = start + min(count - 1, width - 1)
+        elif final == "A":
+            cursor -= min(count, cursor // width) * width
+        else:
+            last = max(cursor, len(self.cells) - 1) // width
+            cursor += min(count, last - cursor // width) * width
+        self.col = min(cursor, self.max_cells)
+        self.pending = False
+
+    def tab(self) -> None:
+        cells = self.cells
+        cursor, start = self._cursor()
+        stop = start + min((cursor - start) // 8 * 8 + 8, self.width - 1)
+        stop = min(stop, self.max_cells)
+        if cursor >= len(cells) and stop > cursor:
+            cells.extend([_BLANK] * (cursor - len(cells)))
+            cells.append("\t")
+            cells.extend([_TAB_FILL] * (stop - cursor - 1))
+        self.col = max(stop, cursor)
+        self.pending = False
+
+    def resize(self, width: int) -> None:
+        self.width = max(width, 2)
+        self.pending = self.pending and self.col % self.width == 0
+
+    def edit(self, final: str, count: int) -> None:
+        """Apply one in-row CSI sequence."""
+        many = max(count, 1)
+        if final not in "KPX@":
+            self.move(final, many)
+            return
+        cells = self.cells
+        cursor, start = self._cursor()
+        end = start + self.width  # the row's end
+        if final == "K":
+            if count == 0:
+                if self.pending:
+                    return
+                _unsplit(cells, cursor)
+                if len(cells) <= end:
+                    del cells[cursor:]
+                else:
+                    cells[cursor:end] = [_BLANK] * (end - cursor)
+            elif count == 1:
+                _unsplit(cells, cursor + 1)
+                upto = min(cursor + 1, len(cells))
+                cells[start:upto] = [_BLANK] * max(upto - start, 0)
+            elif count == 2:
+                if len(cells) <= end:
+                    del cells[start:]
+                else:
+                    cells[start:end] = [_BLANK] * self.width
+            return
+        if final == "X":
+            if not self.pending:
+                stop = min(cursor + many, end)
+                _unsplit(cells, cursor)
+                _unsplit(cells, stop)
+                cells[cursor:stop] = [_BLANK] * len(cells[cursor:stop])
+            return
+        self.col = cursor
+        self.pending = False
+        many = min(many, end - cursor)
+        if final == "P":
+            _unsplit(cells, cursor)
+            _unsplit(cells, cursor + many)
+            _untab(cells, cursor, end)
+            del cells[cursor : cursor + many]
+            if len(cells) > end - many:  # later rows stay where they are
+                cells[end - many : end - many] = [_BLANK] * many
+        elif cursor < len(cells):  # "@"
+            _unsplit(cells, cursor)
+            _unsplit(cells, end - many)  # what is pushed past the margin goes
+            _untab(cells, cursor, end)
+            cells[cursor:cursor] = [_BLANK] * many
+            if len(cells) > end:
+                del cells[end : end + many]
+            del cells[self.max_cells :]
 
 
 def _unsplit(cells: list[str], col: int) -> None:
@@ -219,15 +348,43 @@ def _unsplit(cells: list[str], col: int) -> None:
         cells[start:stop] = [_BLANK] * (stop - start)
 
 
-def _untab(cells: list[str], col: int) -> None:
-    """Before cells from `col` on shift sideways: the TABs among them turn into blanks (a
+def _untab(cells: list[str], col: int, stop: int) -> None:
+    """Before cells [col, stop) shift sideways: the TABs among them turn into blanks (a
     TAB shows the width to the next tab stop, which the shift changes)."""
-    while "\t" in cells[col:]:
-        at = cells.index("\t", col)
+    while "\t" in cells[col:stop]:
+        at = cells.index("\t", col, stop)
         _unsplit(cells, at + 1)  # its fill; a TAB that filled nothing is a plain blank
         if cells[at] == "\t":
             cells[at] = _BLANK
         col = at + 1
+
+
+def _after_deletions(cut: int, spans: Sequence[tuple[int, int]]) -> int:
+    """Where position `cut` is once the (sorted, disjoint) spans are deleted; a cut within
+    one goes to its start."""
+    deleted = 0
+    for start, end in spans:
+        if end > cut:
+            return min(cut, start) - deleted
+        deleted += end - start
+    return cut - deleted
+
+
+def _find_all(data: bytes, needle: bytes) -> list[int]:
+    found = []
+    at = data.find(needle)
+    while at >= 0:
+        found.append(at)
+        at = data.find(needle, at + 1)
+    return found
+
+
+def _character_start(data: bytes, cut: int) -> int:
+    """`cut`, or the start of the UTF-8 character it falls in."""
+    lead = cut
+    while lead > max(cut - 3, 0) and lead < len(data) and 0x80 <= data[lead] < 0xC0:
+        lead -= 1
+    return lead if lead < cut and data[lead] >= 0xC0 else cut
 
 
 class TextCleaner:
@@ -239,22 +396,27 @@ class TextCleaner:
         self._strip = _escape_pattern(max_escape_length)
         self._max_cells = max_cells
 
-    def clean(self, raw: bytes, collapsed: bool = False) -> str:
+    def clean(
+        self,
+        raw: bytes,
+        collapsed: bool = False,
+        *,
+        width: int | None = None,
+        resizes: Sequence[tuple[int, int]] = (),
+    ) -> str:
         """Strip controls and escapes, decode (replacing invalid UTF-8), replay the lines
         that edit themselves. With `collapsed`, NUL marks hidden lines (see `_collapse`):
-        a line that is only NUL stays so, other NULs go.
+        a line that is only NUL stays so, other NULs go. `width` is the window's width at
+        the first byte (None: unknown, rows never wrap), `resizes` the (position in `raw`,
+        width) where it changed, in order.
 
         Whole regions at a time, C-level scans first; only lines holding CR, BS or an
         in-row edit cost Python work.
         """
-        raw = raw.translate(None, _C0_BUT_NUL if collapsed else _C0)
-        if b"\x1b" in raw:
-            raw = self._strip.sub(b"", raw)
-        if b"\x07" in raw:
-            raw = raw.replace(b"\x07", b"")
-        text = raw.decode("utf-8", "replace")
-        if b"\xc2" in raw:
-            text = _C1.sub("", text)
+        if resizes:
+            text = self._decode_marked(raw, collapsed, resizes)
+        else:
+            text = self._decode(raw.translate(None, _C0_BUT_NUL if collapsed else _C0))
         if "\r" in text:
             # A CR before a newline is part of the line end, not a move; so is one that ends
             # the text (an unfinished line's CRLF half-arrived, or a line cleaned alone): the
@@ -264,28 +426,94 @@ class TextCleaner:
         if "\x1b" in text and not special:
             # Erasing to the end with the cursor at the end (nothing moved it) erases nothing.
             erased = text.replace("\x1b[K", "").replace("\x1b[0K", "")
+            if resizes:
+                erased = _WIDTH_MARK.sub("", erased)
             special = "\x1b" in erased
             if not special:
                 text = erased
         if special:
-            text = self._replay(text)
+            text = self._replay(text, width, marked=bool(resizes))
         if collapsed and HIDDEN in text:
             text = "\n".join(
                 line if line == HIDDEN else line.replace(HIDDEN, "") for line in text.split("\n")
             )
         return text
 
-    def _row(self, line: str) -> str:
-        """A line that holds CR, BS or ESC, as its row showed it. Erasing to the end with
+    def _decode(self, raw: bytes) -> str:
+        """Text of `raw` (its C0 controls deleted): escapes and BEL deleted, decoded, C1
+        controls deleted."""
+        if b"\x1b" in raw:
+            raw = self._strip.sub(b"", raw)
+        if b"\x07" in raw:
+            raw = raw.replace(b"\x07", b"")
+        text = raw.decode("utf-8", "replace")
+        if b"\xc2" in raw:
+            text = _C1.sub("", text)
+        return text
+
+    def _decode_marked(
+        self, raw: bytes, collapsed: bool, resizes: Sequence[tuple[int, int]]
+    ) -> str:
+        """`_decode`, with a width mark where each resize happened. A resize lands between
+        two reads, which can cut an escape sequence, a UTF-8 character or a CR LF: each
+        position is followed through every deletion, and a mark that would split
+        something goes before it, so the text reads as if the mark were not there. (Rare:
+        only regions that hold a resize pay for this.)"""
+        table = _C0_BUT_NUL if collapsed else _C0
+        kept = raw.translate(None, table)
+        cuts = []
+        done = kept_done = 0
+        for position, _ in resizes:
+            kept_done += len(raw[done:position].translate(None, table))
+            done = position
+            cuts.append(kept_done)
+        # Through the escape sequences' deletion: a cut within one goes to its start.
+        spans = [match.span() for match in self._strip.finditer(kept)]
+        stripped = self._strip.sub(b"", kept)
+        cuts = [_after_deletions(cut, spans) for cut in cuts]
+        # Through BEL's deletion.
+        bells = [(at, at + 1) for at in _find_all(stripped, b"\x07")]
+        data = stripped.replace(b"\x07", b"")
+        cuts = [_after_deletions(cut, bells) for cut in cuts]
+        # Not within a UTF-8 character; then through decoding and C1 deletion.
+        cuts = [_character_start(data, cut) for cut in cuts]
+        text = data.decode("utf-8", "replace")
+        cuts = [len(data[:cut].decode("utf-8", "replace")) for cut in cuts]
+        if b"\xc2" in data:
+            spans = [match.span() for match in _C1.finditer(text)]
+            text = _C1.sub("", text)
+            cuts = [_after_deletions(cut, spans) for cut in cuts]
+        pieces = []
+        last = 0
+        for cut, (_, width) in zip(cuts, resizes, strict=True):
+            if 0 < cut < len(text) and text[cut - 1 : cut + 1] == "\r\n":
+                cut -= 1  # a CR before a newline is part of the line end
+            escape = text.rfind("\x1b", max(cut - 8, 0), cut)
+            if escape >= 0:
+                match = _KEPT_SEQUENCE.match(text, escape)
+                if match is not None and match.end() > cut:
+                    cut = escape
+            cut = max(cut, last)
+            if cut < len(text):  # a mark at the end would change nothing
+                pieces.append(text[last:cut])
+                pieces.append(f"\x1b[{width}\x01")
+                last = cut
+        pieces.append(text[last:])
+        return "".join(pieces)
+
+    def _row(self, line: str, width: int | None, marked: bool) -> str:
+        """A line that holds CR, BS or ESC, as its rows showed it. Erasing to the end with
         the cursor at the end (nothing moved it) erases nothing: such a line is only
         stripped of those sequences, like a line with none."""
         if "\r" not in line and "\x08" not in line:
             erased = line.replace("\x1b[K", "").replace("\x1b[0K", "")
+            if marked:
+                erased = _WIDTH_MARK.sub("", erased)
             if "\x1b" not in erased:
                 return erased
-        return replay_line(line, self._max_cells)
+        return replay_line(line, self._max_cells, width)
 
-    def _replay(self, text: str) -> str:
+    def _replay(self, text: str, width: int | None, *, marked: bool) -> str:
         out: list[str] = []
         done = 0
         match = _SPECIAL.search(text)
@@ -295,12 +523,28 @@ class TextCleaner:
             end = text.find("\n", hit)
             if end < 0:
                 end = len(text)
-            out.append(text[done:start])
-            out.append(self._row(text[start:end]))
+            between = text[done:start]
+            if marked:
+                width = _last_width(between, width)
+                between = _WIDTH_MARK.sub("", between)
+            out.append(between)
+            line = text[start:end]
+            out.append(self._row(line, width, marked))
+            if marked:
+                width = _last_width(line, width)
             done = end
             match = _SPECIAL.search(text, end)
-        out.append(text[done:])
+        rest = text[done:]
+        out.append(_WIDTH_MARK.sub("", rest) if marked else rest)
         return "".join(out)
+
+
+def _last_width(text: str, width: int | None) -> int | None:
+    """The width after the last width mark in `text` (`width` when it has none)."""
+    at = text.rfind("\x01")
+    if at < 0:
+        return width
+    return int(text[text.rfind("[", 0, at) + 1 : at])
 
 
 def _line_start_in_blob(blob: bytes, index: int) -> int:
@@ -363,6 +607,10 @@ class LineLog:
         self._switches: list[tuple[int, int, bool]] = []
         self._alternate = False
         self._switches_scanned = 0
+        # (offset, cols): the window's width from that output offset on, oldest first;
+        # before the first, the width of the last one dropped (None: none was set).
+        self._widths: list[tuple[int, int]] = []
+        self._width_before: int | None = None
 
     # ------------------------------------------------------------------ appending
 
@@ -407,6 +655,30 @@ class LineLog:
             keep = (end - self._ring.capacity - 1) // stretch
             del cum[: keep - self._cum_base]
             self._cum_base = keep
+
+    def note_width(self, cols: int) -> None:
+        """The window is `cols` wide from the next byte on: a line that reaches its margin
+        wraps there, and a CR on a wrapped line returns to the start of the cursor's row.
+        Widths older than the retained output are dropped (at most MAX_WIDTHS kept)."""
+        widths = self._widths
+        end = self._ring.end_offset
+        if widths and widths[-1][0] == end:
+            widths.pop()  # nothing was written at the width it replaces
+        widths.append((end, cols))
+        start = self._ring.start_offset
+        while len(widths) > 1 and (widths[1][0] <= start or len(widths) > MAX_WIDTHS):
+            self._width_before = widths.pop(0)[1]
+
+    def _width_at(self, offset: int) -> int | None:
+        """The width in force at `offset` (None: no width was set yet)."""
+        index = bisect_right(self._widths, (offset, _UNBOUNDED)) - 1
+        return self._widths[index][1] if index >= 0 else self._width_before
+
+    def _resizes(self, low: int, high: int) -> list[tuple[int, int]]:
+        """(offset, width) of the width changes within (low, high)."""
+        widths = self._widths
+        first = bisect_right(widths, (low, _UNBOUNDED))
+        return [(offset, cols) for offset, cols in widths[first:] if offset < high]
 
     # ------------------------------------------------------------------ counts
 
@@ -514,24 +786,48 @@ class LineLog:
         (False while it shows the marker of a full-screen program still running)."""
         raw = self._ring.read(low, high)
         spans = self._spans(low, high)
+        width = self._width_at(low)
+        resizes = self._resizes(low, high)
         if not spans:
-            return self._cleaner.clean(raw), True
+            moved = [(offset - low, cols) for offset, cols in resizes]
+            return self._cleaner.clean(raw, width=width, resizes=moved), True
         parts = []
+        size = 0  # of the parts so far
+        at = 0  # the next resize
+        moved = []  # the resizes, as positions in the parts
         pos = low
         final = True
+
+        def add(part: bytes) -> None:
+            nonlocal size
+            parts.append(part)
+            size += len(part)
+
         for enter, leave in spans:
             first, last = max(enter, low), high if leave is None else min(leave, high)
-            parts.append(raw[pos - low : first - low].replace(b"\x00", b""))
+            while at < len(resizes) and resizes[at][0] < first:
+                offset, cols = resizes[at]
+                moved.append(
+                    (size + len(raw[pos - low : offset - low].replace(b"\x00", b"")), cols)
+                )
+                at += 1
+            add(raw[pos - low : first - low].replace(b"\x00", b""))
             hidden = raw[first - low : last - low].count(b"\n")
             if enter >= low:  # the span starts here: its first line says what it was
-                parts.append(b"\x1b\\" + self._marker(enter, leave).encode())
+                add(b"\x1b\\" + self._marker(enter, leave).encode())
                 final = final and leave is not None
             else:
-                parts.append(HIDDEN.encode())
-            parts.append(b"\n\x00" * hidden)
+                add(HIDDEN.encode())
+            add(b"\n\x00" * hidden)
+            while at < len(resizes) and resizes[at][0] < last:  # within the span: after it
+                moved.append((size, resizes[at][1]))
+                at += 1
             pos = last
+        for offset, cols in resizes[at:]:
+            moved.append((size + len(raw[pos - low : offset - low].replace(b"\x00", b"")), cols))
         parts.append(raw[pos - low :].replace(b"\x00", b""))
-        return self._cleaner.clean(b"".join(parts), collapsed=True), final
+        text = self._cleaner.clean(b"".join(parts), collapsed=True, width=width, resizes=moved)
+        return text, final
 
     def _marker(self, enter: int, leave: int | None) -> str:
         if leave is None:
@@ -615,7 +911,7 @@ class LineLog:
 
         When its start rotated out (a progress line longer than the buffer), its latest
         state: the last _LONG_LINE_WINDOW bytes from their first CR on (where the cursor is
-        known to be at column 0), so what the last rewrites left shows; without a CR there,
+        known to be at a row start), so what the last rewrites left shows; without a CR there,
         "…" and the end of the line."""
         start = self._unfinished_start
         end = self._ring.end_offset
@@ -642,6 +938,12 @@ class LineLog:
         if len(text) <= limit:
             return text
         return f"{text[:limit]}… [{len(text) - limit} more characters]"
+
+    def cut_all(self, texts: list[str]) -> list[str]:
+        """`cut` over a list: the list itself when no line is too long (one C-level pass)."""
+        if max(map(len, texts), default=0) <= self._max_line_length:
+            return texts
+        return [self.cut(text) for text in texts]
 
     def lines(self, first: int, stop: int) -> list[str]:
         """Full clean text (not cut) of lines [first, stop), clamped to what is retained."""

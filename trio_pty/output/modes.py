@@ -193,6 +193,60 @@ class Modes:
         return "".join(parts)
 
 
+_STRINGS = frozenset(b"]PX^_")  # after ESC: OSC, DCS, SOS, PM, APC
+_C1_STRINGS = frozenset({0x90, 0x98, 0x9D, 0x9E, 0x9F})  # the same as C1 code points
+_C1_CSI = 0x9B
+
+
+def ground_at(data: bytes, pos: int) -> bool:
+    """Whether a VT parser that read data[:pos] is in its ground state there: not inside an
+    escape or control sequence, nor a control string (OSC, DCS, SOS, PM, APC), which takes
+    everything up to its terminator, line feeds included, as its own.
+
+    Only ESC, CAN, SUB and the C1 controls (as UTF-8, the emulator reads text) change the
+    parser's state from any state, so the last of them before `pos` decides."""
+    at, introducer = _last_transition(data, pos)
+    if at < 0 or introducer in (0x18, 0x1A):
+        return True
+    if introducer == 0x1B:
+        body = data[at + 1 : pos]
+        if not body:
+            return False
+        kind, body = body[0], body[1:]
+        if kind in _STRINGS:
+            return kind == 0x5D and 0x07 in body  # only an OSC ends at BEL
+        if kind == 0x5B:
+            return _CSI_END.search(body) is not None
+        return kind >= 0x30 or _ESC_END.search(body) is not None
+    body = data[at + 2 : pos]
+    if introducer == 0x9D:
+        return 0x07 in body
+    if introducer in _C1_STRINGS:
+        return False
+    if introducer == _C1_CSI:
+        return _CSI_END.search(body) is not None
+    return True  # any other C1 control is done at once
+
+
+_CSI_END = re.compile(rb"[\x40-\x7e\x80-\xff]")  # a final byte; a non-ASCII one ends it too
+_ESC_END = re.compile(rb"[\x30-\x7e\x80-\xff]")  # past the intermediates
+
+
+def _last_transition(data: bytes, pos: int) -> tuple[int, int]:
+    """Where the last ESC, CAN, SUB or C1 control before `pos` starts, and which it is
+    (a C1 control as its code point); (-1, 0) when there is none."""
+    best, which = -1, 0
+    for control in (b"\x1b", b"\x18", b"\x1a"):
+        found = data.rfind(control, 0, pos)
+        if found > best:
+            best, which = found, control[0]
+    lead = pos - 1
+    while (lead := data.rfind(b"\xc2", best + 1, lead)) >= 0:
+        if lead + 1 < pos and 0x80 <= data[lead + 1] <= 0x9F:
+            return lead, data[lead + 1]
+    return best, which
+
+
 def cursor_hidden(data: bytes, pos: int) -> bool:
     """Whether the cursor was hidden at data[pos] (CSI ? 25 l, not shown again since)."""
     return data.rfind(b"\x1b[?25l", 0, pos) > data.rfind(b"\x1b[?25h", 0, pos)

@@ -6,8 +6,10 @@ the `pyavt` binding: about 10 ms per MB of colourful output, see docs/output.md)
 late as the output allows:
 
 - at a full reset (RIS), at "cursor home, erase the screen", or at the line start after
-  which enough complete lines scrolled everything older away (`scroll_start`): from there on
-  the screen no longer depends on what came before (exactly, given the modes in force there);
+  which enough complete lines scrolled everything older away (`scroll_start`) unless it lies
+  inside a control string or sequence (an unterminated OSC takes every line after it):
+  from there on the screen no longer depends on what came before (exactly, given the modes
+  in force there);
 - else at "cursor home" where the output since then is known to have rewritten every cell:
   checked by replaying it over a screen filled with a marker character, and accepting only
   if no marker is left (`top` redraws every row of each frame this way);
@@ -125,7 +127,7 @@ class LiveScreen:
         ]
         candidates += [(event.start, "reset") for event in events if event.kind == "reset"]
         scroll = scroll_start(data, rows)
-        if scroll >= resized_at:
+        if scroll >= resized_at and modes.ground_at(data, scroll):  # (not inside a string)
             candidates.append((scroll, "scroll"))
         candidates.sort()
         saved = _SavedCursors(data)

@@ -65,32 +65,32 @@ sys.exit(main(sys.argv[2:]))
 
 
 class Leader(NamedTuple):
-    """A session as the keeper and the state directory know it: its leader is a session
-    and group leader (setsid), so `pgid` and `sid` equal `pid`; they are kept for readers
-    of the state files."""
+    """A session as the keeper and the state directory know it: its leader's pid and start
+    time, which name it until it is reaped. (Its group and session ids are not recorded:
+    read right after the spawn they can still be ours, since the leader's `setsid -c` step
+    may not have run yet; once it has, both equal the pid.)"""
 
     session: str
     owner: str
     pid: int
     start_time: int
-    pgid: int
-    sid: int
 
     def to_json(self) -> dict[str, object]:
         return self._asdict()
 
     @classmethod
     def from_json(cls, value: object) -> Leader:
+        """Other keys are ignored (older records also held `pgid` and `sid`)."""
         if not isinstance(value, dict):
             raise ValueError("a session record is an object")
         session, owner = value.get("session"), value.get("owner")
-        numbers = [value.get(name) for name in ("pid", "start_time", "pgid", "sid")]
+        pid, start_time = value.get("pid"), value.get("start_time")
         if not (isinstance(session, str) and isinstance(owner, str)):
             raise ValueError("session and owner must be strings")
-        if not all(isinstance(n, int) and not isinstance(n, bool) and n > 1 for n in numbers):
-            raise ValueError("pid, start_time, pgid and sid must be integers above 1")
-        pid, start_time, pgid, sid = (int(n) for n in numbers)  # type: ignore[arg-type]
-        return cls(session, owner, pid, start_time, pgid, sid)
+        for number in (pid, start_time):
+            if not isinstance(number, int) or isinstance(number, bool) or number <= 1:
+                raise ValueError("pid and start_time must be integers above 1")
+        return cls(session, owner, pid, start_time)  # type: ignore[arg-type]
 
 
 def leader_of(session: str, owner: str, pid: int) -> Leader | None:
@@ -99,7 +99,7 @@ def leader_of(session: str, owner: str, pid: int) -> Leader | None:
     entry = proc.read_stat(pid)
     if entry is None:
         return None
-    return Leader(session, owner, pid, entry.start_time, entry.pgid, entry.sid)
+    return Leader(session, owner, pid, entry.start_time)
 
 
 # ------------------------------------------------------------------------ teardown from outside
@@ -369,8 +369,11 @@ def command(
     grace: float,
     close_timeout: float,
     state_dir: str | None,
+    log_json: bool = False,
 ) -> list[str]:
-    """The keeper's command line: the same interpreter, without site-packages."""
+    """The keeper's command line: the same interpreter, without site-packages. `log_json`:
+    it writes its log lines to the stderr it shares with the manager as JSON objects, in the
+    shape of `trio_pty.logs.JsonFormatter`, instead of text."""
     package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     me = proc.read_stat(os.getpid())
     args = [
@@ -379,6 +382,7 @@ def command(
         str(me.start_time if me is not None else 0),
         repr(grace),
         repr(close_timeout),
+        "json" if log_json else "text",
         *([state_dir] if state_dir is not None else []),
     ]
     return [sys.executable, "-S", "-E", "-s", "-c", _BOOTSTRAP, package_root, *args]
@@ -429,27 +433,41 @@ class Link:
 
 
 def main(argv: Sequence[str]) -> int:
-    """`python -S -c BOOTSTRAP ROOT MANAGER_ID PID START_TIME GRACE CLOSE_TIMEOUT [STATE]`,
-    with the pipe from the manager as stdin."""
+    """`python -S -c BOOTSTRAP ROOT MANAGER_ID PID START_TIME GRACE CLOSE_TIMEOUT
+    text|json [STATE]`, with the pipe from the manager as stdin."""
+    global _log_json
+    _log_json = argv[5] == "json"
     try:
         # Its environment is only its tag, but its memory and fds are no session's business.
         hardening.harden_process()
     except OSError as exc:
-        _log(f"could not make the keeper non-dumpable: {exc}")
+        _log("error", f"could not make the keeper non-dumpable: {exc}")
     manager_id, pid, start_time = argv[0], int(argv[1]), int(argv[2])
     grace, close_timeout = float(argv[3]), float(argv[4])
-    state_dir = argv[5] if len(argv) > 5 else None
+    state_dir = argv[6] if len(argv) > 6 else None
     leaders: dict[str, Leader] = {}
     _follow(pid, start_time, leaders)
-    _log(f"manager {manager_id} (pid {pid}) died; tearing down {len(leaders)} sessions")
+    _log(
+        "warning",
+        f"manager {manager_id} (pid {pid}) died; tearing down {len(leaders)} sessions",
+        event="keeper_teardown",
+        manager=manager_id,
+        sessions=len(leaders),
+    )
     began = time.monotonic()
     outcome = tear_down([manager_id], leaders.values(), grace=grace, close_timeout=close_timeout)
     if state_dir is not None and not outcome.survivors:
         shutil.rmtree(os.path.join(state_dir, manager_id), ignore_errors=True)
+    took = time.monotonic() - began
     _log(
-        f"manager {manager_id}: {outcome.processes} processes ended in "
-        f"{time.monotonic() - began:.2f} s"
-        + (f"; still alive: {outcome.survivors}" if outcome.survivors else "")
+        "error" if outcome.survivors else "info",
+        f"manager {manager_id}: {outcome.processes} processes ended in {took:.2f} s"
+        + (f"; still alive: {outcome.survivors}" if outcome.survivors else ""),
+        event="keeper_done",
+        manager=manager_id,
+        processes=outcome.processes,
+        teardown_s=round(took, 3),
+        survivors=list(outcome.survivors),
     )
     return 1 if outcome.survivors else 0
 
@@ -460,10 +478,14 @@ def _follow(pid: int, start_time: int, leaders: dict[str, Leader]) -> None:
     try:
         pidfd = os.pidfd_open(pid)
     except OSError:
+        _read_the_rest(b"", leaders)
         return
     entry = proc.read_stat(pid)
     if entry is None or entry.start_time != start_time or entry.dead:
-        return  # gone before we looked
+        # Gone before we looked (a manager can start sessions and die while its keeper is
+        # still starting): what it wrote is still in the pipe.
+        _read_the_rest(b"", leaders)
+        return
     poller = select.poll()
     poller.register(0, select.POLLIN)
     poller.register(pidfd, select.POLLIN)
@@ -479,14 +501,18 @@ def _follow(pid: int, start_time: int, leaders: dict[str, Leader]) -> None:
             for line in lines:
                 _apply(line, leaders)
         elif pidfd in events:
-            # Dead. Whatever it wrote before dying is still in the pipe.
-            os.set_blocking(0, False)
-            with contextlib.suppress(BlockingIOError):
-                while data := os.read(0, 65536):
-                    pending += data
-            for line in pending.split(b"\n"):
-                _apply(line, leaders)
+            _read_the_rest(pending, leaders)  # dead; what it wrote before is in the pipe
             return
+
+
+def _read_the_rest(pending: bytes, leaders: dict[str, Leader]) -> None:
+    """Apply what is left in the pipe of a manager that is gone, without waiting for more."""
+    os.set_blocking(0, False)
+    with contextlib.suppress(BlockingIOError):
+        while data := os.read(0, 65536):
+            pending += data
+    for line in pending.split(b"\n"):
+        _apply(line, leaders)
 
 
 def _apply(line: bytes, leaders: dict[str, Leader]) -> None:
@@ -500,9 +526,19 @@ def _apply(line: bytes, leaders: dict[str, Leader]) -> None:
         elif "ended" in message:
             leaders.pop(str(message["ended"]), None)
     except (ValueError, TypeError):
-        _log(f"ignored a malformed message: {line[:200]!r}")
+        _log("error", f"ignored a malformed message: {line[:200]!r}")
 
 
-def _log(message: str) -> None:
+_log_json = False
+"""Set once by `main`: the manager's log is JSON lines, so the keeper's lines are too."""
+
+
+def _log(level: str, message: str, *, event: str | None = None, **fields: object) -> None:
+    if _log_json:
+        entry = {"ts": round(time.time(), 6), "level": level, "logger": "trio_pty.keeper"}
+        entry |= {"event": event, "msg": message, "keeper_pid": os.getpid(), **fields}
+        line = json.dumps(entry, default=str, separators=(",", ":"))
+    else:
+        line = f"trio-pty keeper[{os.getpid()}]: {message}"
     with contextlib.suppress(OSError):
-        print(f"trio-pty keeper[{os.getpid()}]: {message}", file=sys.stderr, flush=True)
+        print(line, file=sys.stderr, flush=True)

@@ -291,6 +291,10 @@ class TrioPtyClient:
         Raises RpcError, ConnectionLost, or `wire.InvalidResult` for a result that does not
         fit its record (a field missing or mistyped; extra fields are fine)."""
         spec = spec_of(params)
+        if isinstance(params, ReadParams) and params.format is None:
+            # Pages travel compact unless the caller asks otherwise: callers get the same
+            # ReadPage either way, and the compact form is the cheaper round trip.
+            params = cast(Params[R], attrs.evolve(params, format="compact"))
         result = await self.call(spec.name, unstructure_params(params))
         if isinstance(params, ReadParams) and params.format == "compact":
             # The page came in its compact form; callers get the same ReadPage either way.

@@ -21,7 +21,7 @@ from typing import Any, Final, Generic, Protocol, TypeVar, cast
 import attrs
 
 from trio_pty.manager import Manager
-from trio_pty.model import ReadPage
+from trio_pty.model import CompactPage, ReadPage
 from trio_pty.rpc.scope import TokenScope
 from trio_pty.wire import (
     ATTACH,
@@ -61,7 +61,6 @@ from trio_pty.wire import (
     ServerInfoParams,
     SessionList,
     SessionOutput,
-    read_result,
 )
 
 __all__ = ["HANDLERS", "Context", "Route", "call_manager"]
@@ -106,10 +105,23 @@ class Route(Generic[P, R]):
     """A method and its handler (type-checked against each other)."""
 
     spec: MethodSpec[P, R]
-    handler: Handler[P, R]
-    form: Callable[[P, R], object] | None = None
-    """The record that carries the result on the wire, when the params choose among forms
-    (`pty.read`'s `format`); None: the result record itself."""
+    handler: Handler[P, R] | None = None
+    chooses_form: Handler[P, object] | None = None
+    """Instead of `handler`, for a method whose params choose the record its result travels
+    in (`pty.read`'s `format`): a handler returning that record. The manager builds it
+    directly (a compact page never makes a `Line` object), so no step converts one form
+    into the other."""
+
+    def __attrs_post_init__(self) -> None:
+        if (self.handler is None) == (self.chooses_form is None):
+            raise TypeError(f"{self.spec.name}: give exactly one of handler and chooses_form")
+
+    @property
+    def call(self) -> Handler[P, object]:
+        """The handler to call, whichever was given."""
+        call = self.handler or self.chooses_form
+        assert call is not None
+        return call
 
 
 def call_manager(method: Callable[..., Awaitable[R]]) -> Handler[Params[R], R]:
@@ -125,7 +137,7 @@ def call_manager(method: Callable[..., Awaitable[R]]) -> Handler[Params[R], R]:
     return handler
 
 
-async def _read(ctx: Context, p: ReadParams) -> ReadPage:
+async def _read(ctx: Context, p: ReadParams) -> ReadPage | CompactPage:
     # A read cursor is per connection unless the client names one (a CLI, which connects
     # anew for each command, names its own to see what came since its previous run).
     return await ctx.manager.read(
@@ -140,6 +152,7 @@ async def _read(ctx: Context, p: ReadParams) -> ReadPage:
         tail=p.tail,
         since=p.since,
         reader=ctx.reader if p.reader is None else p.reader,
+        compact=p.format == "compact",
     )
 
 
@@ -189,7 +202,7 @@ HANDLERS: Final[dict[str, Route[Any, Any]]] = {
         Route(RUN, call_manager(Manager.run)),
         Route(COMMANDS, _commands),
         Route(WRITE, call_manager(Manager.write)),
-        Route(READ, _read, read_result),
+        Route(READ, chooses_form=_read),
         Route(READ_RAW, _read_raw),
         Route(SCREEN, call_manager(Manager.screen)),
         Route(LIST, _list),

@@ -191,9 +191,7 @@ class Connection:
             with scope:
                 try:
                     route = HANDLERS[call.spec.name]
-                    outcome = await route.handler(_CallContext(self, call), call.params)
-                    if route.form is not None:
-                        outcome = route.form(call.params, outcome)
+                    outcome = await route.call(_CallContext(self, call), call.params)
                 except Exception as exc:
                     error = error_for(exc)
                     if error is None:

@@ -35,6 +35,9 @@ _ECHO_BYTES: Final = 16_384  # how much of a typed command's echo is read back a
 _PASTE_ON: Final = b"\x1b[?2004h"
 _PASTE_OFF: Final = b"\x1b[?2004l"
 _PASTE_SCAN_BYTES: Final = 65_536
+# Written after a prompt cleaned alone, to find where it left the cursor: a character
+# no shell prints (private use, plane 16).
+_CURSOR: Final = "\U0010fffd".encode()
 # Keys that make the line editor leave its prompt (the line is read, or dropped): Enter in
 # either form, and Ctrl-C (the terminal turns it into SIGINT). Both shells then print D
 # and draw a new prompt.
@@ -311,16 +314,42 @@ class ShellTracker:
 
     def _echo(self, end: int) -> str:
         """A typed command's text as the shell echoed it after its prompt (bash's hooks
-        cannot report the line without a fork; zsh's report it in C)."""
-        output = self._output
-        start = max(self._last_b_end, end - _ECHO_BYTES)
-        data, _, _ = output.bytes_since(start, max(0, end - start))
-        lines = clean_lines(
+        cannot report the line without a fork; zsh's report it in C).
+
+        The echo is cleaned with its prompt, from the start of the line the prompt ends
+        on: a typed line wider than the window wraps at the margin counted from there
+        (bash's readline marks it with " \\r", a return to the start of the wrapped row).
+        Where the prompt left the cursor is found by cleaning the prompt alone with a
+        character of our own written after it; the echo is what the line shows from there.
+        """
+        prompt_end = self._last_b_end
+        low = max(end - _ECHO_BYTES, self._output.start_offset)
+        if prompt_end < low:  # the echo alone fills the window: read what is left of it
+            return self._clean_echo(low, end)
+        data, _, _ = self._output.bytes_since(low, max(0, end - low))
+        line_start = low + data.rfind(b"\n", 0, prompt_end - low) + 1
+        marked = self._clean(line_start, data[line_start - low : prompt_end - low] + _CURSOR)
+        at = marked[-1].rfind(_CURSOR.decode()) if marked else -1
+        lines = self._clean(line_start, data[line_start - low :])
+        if at < 0 or not lines or lines[0][:at] != marked[-1][:at]:
+            return self._clean_echo(prompt_end, end)  # the prompt was not left as drawn
+        lines[0] = lines[0][at:]
+        return "\n".join(lines).strip("\n")
+
+    def _clean_echo(self, start: int, end: int) -> str:
+        """The echo cleaned on its own from `start` (a line start for all it knows)."""
+        data, _, _ = self._output.bytes_since(start, max(0, end - start))
+        return "\n".join(self._clean(start, data)).strip("\n")
+
+    def _clean(self, start: int, data: bytes) -> list[str]:
+        """Clean lines of output `data` that starts at offset `start`."""
+        return clean_lines(
             data,
             max_line_length=self._max_line_length,
             max_escape_length=self._max_escape_length,
+            start=start,
+            sizes=self._output.sizes_within(start, start + len(data)),
         )
-        return "\n".join(lines).strip("\n")
 
     def _after_echo(self, command: str, end: int) -> int:
         """Where output starts after a command's echo: past as many line ends after the

@@ -64,9 +64,13 @@ def span(
     # is left to the log (which then shows the whole line it belongs to).
     window = 4 * max_line_length + max_escape_length
 
-    def clean(raw: bytes) -> str:
+    def clean(raw: bytes, at: int) -> str:
         lines = clean_lines(
-            raw, max_line_length=max_line_length, max_escape_length=max_escape_length
+            raw,
+            max_line_length=max_line_length,
+            max_escape_length=max_escape_length,
+            start=at,
+            sizes=output.sizes_within(at, at + len(raw)),
         )
         return lines[0] if lines else ""
 
@@ -75,15 +79,15 @@ def span(
         raw, _, _ = output.bytes_since(start, min(stop - start, window))
         newline = raw.find(b"\n")
         if newline >= 0:
-            head = clean(raw[: newline + 1])
+            head = clean(raw[: newline + 1], start)
         elif len(raw) == stop - start:
-            head = clean(raw)
+            head = clean(raw, start)
     if last > first:
         begin = max(start, stop - window)
-        raw, _, _ = output.bytes_since(begin, stop - begin)
+        raw, after, _ = output.bytes_since(begin, stop - begin)
         newline = raw.rfind(b"\n", 0, len(raw) - 1)
         if newline >= 0:
-            tail = clean(raw[newline + 1 :])
+            tail = clean(raw[newline + 1 :], after - len(raw) + newline + 1)
     # A last piece of a line with nothing visible on it (a C mark of the next command on
     # the line, a colour reset after the last newline) is not a line of output.
     ends_line = output.bytes_since(stop - 1, 1)[0] == b"\n"

@@ -8,16 +8,33 @@ lines read exactly as `read` would show them. Pure: no I/O, no trio.
 
 from __future__ import annotations
 
-from ..output.buffer import OutputBuffer
+from collections.abc import Sequence
+
+from ..output.buffer import OutputBuffer, SizeRecord
 
 
-def clean_lines(raw: bytes, *, max_line_length: int, max_escape_length: int) -> list[str]:
+def clean_lines(
+    raw: bytes,
+    *,
+    max_line_length: int,
+    max_escape_length: int,
+    start: int = 0,
+    sizes: Sequence[SizeRecord] = (),
+) -> list[str]:
     """The clean lines of `raw` (cut like `read` cuts them); a final newline ends the
-    last line, it does not start an empty one."""
+    last line, it does not start an empty one. `raw` is the output from offset `start` on,
+    `sizes` the window sizes in force over it (`OutputBuffer.sizes_within`): a line wider
+    than the window wraps as it did on the screen (none: lines never wrap)."""
     if not raw:
         return []
     buffer = OutputBuffer(
         len(raw), max_line_length=max_line_length, max_escape_length=max_escape_length
     )
-    buffer.append(raw)
+    done = 0
+    for record in sizes:
+        at = min(max(record.offset - start, 0), len(raw))
+        buffer.append(raw[done:at])
+        done = max(done, at)
+        buffer.note_size(record.rows, record.cols)
+    buffer.append(raw[done:])
     return [line.text for line in buffer.read(0, buffer.total_lines).lines]

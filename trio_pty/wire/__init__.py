@@ -113,7 +113,6 @@ from trio_pty.wire.methods import (
     WriteParams,
     notification_frame,
     output_frame,
-    read_result,
     spec_of,
 )
 
@@ -210,7 +209,6 @@ __all__ = [
     "output_frame",
     "parse_message",
     "parse_server_message",
-    "read_result",
     "request_cancelled",
     "spec_of",
     "structure_request",

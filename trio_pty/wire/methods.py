@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import base64
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Final, Generic, Literal, TypeVar
 
 import attrs
@@ -29,16 +29,15 @@ from trio_pty.limits import Limits
 from trio_pty.model import (
     CommandInfo,
     CommandResult,
+    CompactPage,
     DrainStatus,
     ExitEvent,
-    Line,
     OutputChunk,
     ReadPage,
     Screen,
     SessionInfo,
     SignalResult,
     Wait,
-    WaitReason,
     WriteResult,
 )
 from trio_pty.wire.codec import dumps, encode_notification
@@ -101,7 +100,6 @@ __all__ = [
     "WriteParams",
     "notification_frame",
     "output_frame",
-    "read_result",
     "spec_of",
 ]
 
@@ -193,67 +191,6 @@ class SessionOutput:
 
     def chunk(self) -> OutputChunk:
         return OutputChunk(offset=self.offset, data=self.data, gap=self.gap)
-
-
-@attrs.frozen(kw_only=True)
-class CompactPage:
-    """`pty.read`'s result when the request says `format: "compact"`: the `ReadPage` with
-    each line a bare string, numbered `start`, `start + 1`, ... unless `numbers` (null when
-    they run on without a gap) lists them: a search, or a hidden line skipped, leaves gaps.
-
-    Why: a 500-line page of `{"number": n, "text": "..."}` objects costs more to unstructure,
-    encode, and parse again (500 objects through the client's duplicate-name check) than it
-    costs to send; one string per line takes about a third off the round trip
-    (docs/benchmarks.md).
-    """
-
-    start: int  # the first line's number; an empty page's next_offset
-    lines: list[str]
-    numbers: list[int] | None = None
-    total_lines: int
-    first_line: int
-    has_more: bool
-    next_offset: int
-    missed_lines: int = 0
-    reason: WaitReason | None = None
-
-    @classmethod
-    def of(cls, page: ReadPage) -> CompactPage:
-        numbers = [line.number for line in page.lines]
-        start = numbers[0] if numbers else page.next_offset
-        consecutive = not numbers or numbers[-1] - start == len(numbers) - 1
-        return cls(
-            start=start,
-            lines=[line.text for line in page.lines],
-            # Numbers only grow, so first and last a page length apart means no gap.
-            numbers=None if consecutive else numbers,
-            total_lines=page.total_lines,
-            first_line=page.first_line,
-            has_more=page.has_more,
-            next_offset=page.next_offset,
-            missed_lines=page.missed_lines,
-            reason=page.reason,
-        )
-
-    def page(self) -> ReadPage:
-        """The page as `ReadPage`, as the object form carries it."""
-        numbers: Sequence[int] = self.numbers or range(self.start, self.start + len(self.lines))
-        if len(numbers) != len(self.lines):
-            raise ValueError(f"{len(numbers)} numbers for {len(self.lines)} lines")
-        return ReadPage(
-            lines=[Line(n, text) for n, text in zip(numbers, self.lines, strict=True)],
-            total_lines=self.total_lines,
-            first_line=self.first_line,
-            has_more=self.has_more,
-            next_offset=self.next_offset,
-            missed_lines=self.missed_lines,
-            reason=self.reason,
-        )
-
-
-def read_result(params: ReadParams, page: ReadPage) -> ReadPage | CompactPage:
-    """The record that carries `pty.read`'s page on the wire: the form the request chose."""
-    return CompactPage.of(page) if params.format == "compact" else page
 
 
 @attrs.frozen(kw_only=True)
@@ -415,7 +352,9 @@ class ReadParams(Params[ReadPage]):
     tail: int | None = None
     since: Literal["last"] | None = None
     reader: str | None = None  # None: this connection's own cursor (see the handler)
-    format: Literal["object", "compact"] = "object"  # "compact": the result is a CompactPage
+    # "compact": the result is a CompactPage; None (the default): the object form, except
+    # that the Python client asks for the compact one (docs/protocol.md).
+    format: Literal["object", "compact"] | None = None
 
 
 @attrs.frozen(kw_only=True)
