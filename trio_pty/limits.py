@@ -68,6 +68,14 @@ class Limits:
     max_search_ms: int = attrs.field(default=200, validator=_positive)
     default_wait_ms: int = attrs.field(default=10_000, validator=_positive)
     max_wait_ms: int = attrs.field(default=30_000, validator=_positive)
+    # While a session floods output, its reader pauses this long between reads instead of
+    # reading each piece as it comes: the tty hands newline-dense text out a few hundred
+    # bytes at a time, and every piece read at once costs a wake-up. The first output after
+    # a quiet spell is still read at once, so this bounds the delay added to output that
+    # arrives during a flood (0: never pause). trio's timers wake at 1 ms granularity, so
+    # anything shorter pauses about 1 ms; much longer lets the tty fill (about 20 KB), and a
+    # full tty stops the writer.
+    flood_read_delay: float = attrs.field(default=0.001, validator=_non_negative)
     max_raw_read_bytes: int = attrs.field(default=262_144, validator=_positive)
     max_rows: int = attrs.field(default=1000, validator=_positive)
     max_cols: int = attrs.field(default=1000, validator=_positive)

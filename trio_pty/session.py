@@ -54,6 +54,17 @@ _SAFE_START_SCAN: Final = 65_536
 _EIO_POLL: Final = 0.05  # how often a master whose slave ends are all closed is retried
 _SCREEN_RECHECK: Final = 0.005  # a screen wait looks again at most this often under a flood
 _BUSY_POLL: Final = 0.001  # how often a leader that is running is looked at again
+# Flood reading (see _read_output).
+_BURST_GAP: Final = 0.002  # passes closer than this belong to one burst
+_FLOOD_BYTES: Final = 8192  # a burst that has read this much is a flood
+_TTY_READ: Final = 4095  # the most the tty hands out per read (n_tty's 4 KiB buffer, less 1)
+# A pause holds back a writer faster than this (bytes/s: the tty holds ~20 KB, so a flood of
+# zeros fills it in ~0.1 ms; newline-dense text, which the tty itself limits to ~10-20 MB/s,
+# does not); after two pauses in a row that found one, the flood is read without pauses
+# until its output stops for _QUIET_GAP.
+_FAST_WRITER: Final = 40e6
+_FAST_PAUSES: Final = 2
+_QUIET_GAP: Final = 0.05
 
 Change = Literal["kill", "exit", "torn_down"]
 """What can happen to a session: a kill (kill(), the timeout, a shutdown, or a teardown that
@@ -447,8 +458,18 @@ class Session:
         await self._finished.wait()
 
     async def _read_output(self) -> None:
-        """The hot path: per chunk only store it (and let the stubber look); per wake-up,
+        """The hot path: per chunk only store it (and let the stubber look); per pass,
         note the time and wake whoever waits for output.
+
+        Floods are read in pauses: once passes have followed each other within _BURST_GAP
+        and read _FLOOD_BYTES together, the reader sleeps `flood_read_delay` before the next
+        pass instead of waiting to be woken, and ends each pass at the first read the tty did
+        not fill. The tty hands newline-dense text out a few hundred bytes at a time, as the
+        writer produces it, so a reader that comes back at once pays a wake-up and a read for
+        every few hundred bytes; after a pause its reads come back full. The first output
+        after a quiet spell is read at once (echo, prompts and shell marks are not delayed),
+        and a pause that finds nothing ends the flood. A writer that a pause would hold back
+        (_FAST_WRITER) is read without pauses.
 
         EIO means every slave end is closed: the output so far is complete (the exit
         watcher's drain waits for that). But a process of the session can reopen its
@@ -456,28 +477,53 @@ class Session:
         then on the master is polled every _EIO_POLL seconds instead of waited on.
         """
         master = self._master
+        delay = self._limits.flood_read_delay
+        burst = 0  # bytes read by passes that followed each other closely
+        last = -math.inf  # when the last pass that read something ended
+        pausing = False
+        fast = 0  # pauses in a row that found a writer faster than _FAST_WRITER
         try:
             while True:
-                await trio.lowlevel.wait_readable(master)
-                while not self._read_available(master):
+                if pausing:
+                    await trio.sleep(delay)
+                else:
+                    await trio.lowlevel.wait_readable(master)
+                got = self._read_available(master, pausing)
+                while got < 0:
                     self._eof.set()
                     self._wake_readers()
                     await trio.sleep(_EIO_POLL)
+                    got = self._read_available(master, False)
+                if not got:
+                    burst, pausing, fast = 0, False, 0
+                    continue
+                now = trio.current_time()
+                if not pausing and now - last > _BURST_GAP:
+                    burst = 0
+                    if now - last > _QUIET_GAP:
+                        fast = 0
+                if pausing:
+                    fast = fast + 1 if got > _FAST_WRITER * (now - last) else 0
+                burst += got
+                last = now
+                pausing = delay > 0 and burst >= _FLOOD_BYTES and fast < _FAST_PAUSES
         except trio.Cancelled:
             self._note_cancellation()
             raise
 
-    def _read_available(self, master: int) -> bool:
-        """Read what is there (a bounded number of chunks); False on EIO.
+    def _read_available(self, master: int, until_short: bool) -> int:
+        """Read what is there, in a bounded number of chunks: the bytes read, or -1 on EIO
+        with nothing read. `until_short`: stop after a read that the tty did not fill (it
+        is drained; one more read would only fail with EAGAIN).
 
         Nothing when the reader is already cancelled (the manager is being cancelled): with
         dozens of floods saturating the loop, their readers' steps would otherwise run ahead
         of the shutdown that is about to end them."""
         if trio.current_effective_deadline() == -math.inf:
-            return True
+            return 0
         output = self.output
         shell = self.shell
-        got = False
+        got = 0
         for _ in range(_READS_PER_WAKEUP):
             try:
                 data = os.read(master, _READ_SIZE)
@@ -490,8 +536,8 @@ class Session:
             if not data:
                 if got:
                     break  # report what we have; the next round sees the EIO again
-                return False
-            got = True
+                return -1
+            got += len(data)
             start = output.append(data)
             if shell is not None:
                 shell.feed(data, start)  # marks: one bytes.find (of BEL) per chunk
@@ -499,10 +545,12 @@ class Session:
                 reply = self._responder.feed(data, self.rows, self.cols)
                 if reply:
                     self._write_nowait(reply)
+            if until_short and len(data) < _TTY_READ:
+                break
         if got:
             self._last_output_at = trio.current_time()
             self._wake_readers()
-        return True
+        return got
 
     def _wake_readers(self) -> None:
         lot = self._output_lot

@@ -1,0 +1,128 @@
+"""Flood pauses on real PTYs: a session whose output floods is read in pauses of
+`Limits.flood_read_delay`, every byte arrives in order and is counted at the exit, and the
+first output after a quiet spell is read at once."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import trio
+
+import trio_pty
+from trio_pty import ExitEvent, Limits, Wait
+
+from .helpers import poll_until
+
+SEQ_LINES = 100_000
+SEQ_OUTPUT = b"".join(f"{number}\r\n".encode() for number in range(1, SEQ_LINES + 1))
+
+
+class ReaderWatch(trio.abc.Instrument):
+    """Looks at the session readers after each of their steps: how many steps ended with
+    the reader pausing between reads (its own `pausing` local, the behaviour under test)."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.paused = 0
+        self.pausing = False
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task.name != "trio_pty.reader":
+            return
+        frame: Any = getattr(task.coro, "cr_frame", None)
+        if frame is None:  # the reader has ended
+            return
+        self.steps += 1
+        self.pausing = bool(frame.f_locals.get("pausing"))
+        self.paused += self.pausing
+
+
+async def _flood(limits: Limits) -> tuple[ReaderWatch, int, bytes]:
+    """`seq` floods the PTY and exits: what the reader did, the byte count when the exit
+    was announced, and every byte read."""
+    at_exit: list[int] = []
+
+    async def on_exit(event: ExitEvent) -> None:
+        at_exit.append(manager.get(event.id).byte_count)
+
+    watch = ReaderWatch()
+    with trio.fail_after(60):
+        async with trio_pty.open_manager(limits, on_exit=on_exit) as manager:
+            trio.lowlevel.add_instrument(watch)
+            try:
+                info = await manager.spawn(
+                    "seq", ["1", str(SEQ_LINES)], description="flood", notify_on_exit=True
+                )
+                await manager.wait_exit(info.id)
+                await poll_until(lambda: len(at_exit) == 1)
+            finally:
+                trio.lowlevel.remove_instrument(watch)
+            received = bytearray()
+            while len(received) < len(SEQ_OUTPUT):
+                chunk = await manager.read_raw(info.id, offset=len(received))
+                assert not chunk.gap and chunk.data
+                received += chunk.data
+            assert manager.get(info.id).byte_count == len(received)
+    return watch, at_exit[0], bytes(received)
+
+
+async def test_a_flood_of_text_is_read_in_pauses_whole_and_in_order() -> None:
+    watch, at_exit, received = await _flood(Limits(flood_read_delay=0.001))
+    assert watch.paused > 0, "the reader never paused during a flood of text"
+    assert at_exit == len(SEQ_OUTPUT), "the exit was announced before the flood was drained"
+    assert received == SEQ_OUTPUT
+
+
+async def test_without_a_delay_the_reader_never_pauses() -> None:
+    watch, at_exit, received = await _flood(Limits(flood_read_delay=0))
+    assert watch.steps > 0 and watch.paused == 0
+    assert at_exit == len(SEQ_OUTPUT)
+    assert received == SEQ_OUTPUT
+
+
+async def test_the_first_output_after_a_flood_is_read_at_once() -> None:
+    """With pauses of half a second, a flood ends in pauses; once its output has stopped the
+    reader waits to be woken again, so the echo of a line typed then arrives at once, not
+    after a pause."""
+    delay = 0.5
+    lines = 3000  # about 16 KB: a flood, and held by the tty whole, so pauses stop no writer
+    with trio.fail_after(30):
+        async with trio_pty.open_manager(Limits(flood_read_delay=delay)) as manager:
+            watch = ReaderWatch()
+            trio.lowlevel.add_instrument(watch)
+            try:
+                info = await manager.spawn(
+                    "sh", ["-c", f"seq 1 {lines}; read line; echo got $line"], description="f"
+                )
+                page = await manager.read(
+                    info.id, wait=Wait(pattern=f"^{lines}$", timeout_ms=20_000)
+                )
+                assert page.reason == "matched"
+                assert watch.paused > 0, "the flood was not read in pauses"
+                # A pause that finds nothing ends the flood.
+                await poll_until(lambda: not watch.pausing, timeout=5 * delay)
+                await trio.sleep(0.1)  # quiet
+                assert not watch.pausing
+                paused_before = watch.paused
+                start = time.monotonic()
+                await manager.write(info.id, "hi\n")
+                page = await manager.read(info.id, wait=Wait(pattern="^got hi$", timeout_ms=5_000))
+                elapsed = time.monotonic() - start
+                assert page.reason == "matched"
+                assert watch.paused == paused_before, "the reader paused for an echo"
+                assert elapsed < delay, f"the echo took {elapsed:.3f} s"
+            finally:
+                trio.lowlevel.remove_instrument(watch)
+
+
+@pytest.mark.parametrize("value", [-0.001, float("nan")])
+def test_the_delay_must_not_be_negative(value: float) -> None:
+    with pytest.raises(ValueError, match="flood_read_delay"):
+        Limits(flood_read_delay=value)
+
+
+def test_the_delay_defaults_to_a_millisecond_and_zero_turns_it_off() -> None:
+    assert Limits().flood_read_delay == 0.001
+    assert Limits(flood_read_delay=0).flood_read_delay == 0
