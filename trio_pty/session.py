@@ -65,6 +65,7 @@ _TTY_READ: Final = 4095  # the most the tty hands out per read (n_tty's 4 KiB bu
 _FAST_WRITER: Final = 40e6
 _FAST_PAUSES: Final = 2
 _QUIET_GAP: Final = 0.05
+_LONG_AGO: Final = -math.inf  # shared: a float per idle session is 24 bytes
 
 Change = Literal["kill", "exit", "torn_down"]
 """What can happen to a session: a kill (kill(), the timeout, a shutdown, or a teardown that
@@ -170,10 +171,11 @@ class Session:
         "_manager_id",
         "_master",
         "_notified",
+        "_notify_done",
         "_notifying",
         "_on_change",
         "_output_lot",
-        "_own_scopes",
+        "_own_scope",
         "_process",
         "_removed",
         "_responder",
@@ -288,9 +290,10 @@ class Session:
         self._removed = False
         self._stop_at: float | None = None
         self._notifying: trio.CancelScope | None = None
+        self._notify_done: Latch | None = None  # made when an exit notification starts
         self._shut_down = False
         self._under_manager = False  # see run
-        self._own_scopes: tuple[trio.CancelScope, ...] = ()  # see _note_cancellation
+        self._own_scope: trio.CancelScope | None = None  # see _note_cancellation
         # A shell session's commands and prompts (spawn_shell sets it before the reader runs).
         self.shell: ShellTracker | None = None
 
@@ -368,42 +371,42 @@ class Session:
             finally:
                 os.close(slave)
                 env.clear()  # this frame lives as long as the session: keep it small
+            del env, argv  # the same
             self.pid = self._process.pid
             on_started()
             del on_started  # this frame lives as long as the session: keep it small
-            async with trio.open_nursery() as notifiers:
-                async with trio.open_nursery() as tasks:
-                    self._own_scopes = (tasks.cancel_scope, notifiers.cancel_scope)
-                    # Constant task names: trio would format a new string per task.
-                    tasks.start_soon(self._read_output, name="trio_pty.reader")
+            # One nursery (each costs an idle session ~1 KiB): the exit notification runs in
+            # it too, and is waited for before the rest is cancelled.
+            async with trio.open_nursery() as tasks:
+                self._own_scope = tasks.cancel_scope
+                # Constant task names: trio would format a new string per task.
+                tasks.start_soon(self._read_output, name="trio_pty.reader")
+                tasks.start_soon(self._watch_exit, tasks, on_exit, name="trio_pty.exit_watcher")
+                if self.timeout is not None:
+                    tasks.start_soon(self._expire, self.timeout, name="trio_pty.timeout")
+                if self.idle_timeout is not None:
                     tasks.start_soon(
-                        self._watch_exit, notifiers, on_exit, name="trio_pty.exit_watcher"
+                        self._expire_idle, self.idle_timeout, name="trio_pty.idle_timeout"
                     )
-                    if self.timeout is not None:
-                        tasks.start_soon(self._expire, self.timeout, name="trio_pty.timeout")
-                    if self.idle_timeout is not None:
-                        tasks.start_soon(
-                            self._expire_idle, self.idle_timeout, name="trio_pty.idle_timeout"
-                        )
-                    task_status.started()
-                    # Moved to the manager's nursery, unless the spawn was cancelled before
-                    # it reported started (trio then leaves the task where it was, under the
-                    # spawn's cancelled scope): that cancellation is not a shutdown.
-                    self._under_manager = (
-                        trio.lowlevel.current_task().parent_nursery is not starting_in
-                    )
-                    try:
-                        await self._stop.wait()
-                    except trio.Cancelled:
-                        self._note_cancellation()
-                        raise
-                    await self._teardown()
-                    # Everything is gone, so the slave is closed: the reader reaches EIO soon.
-                    with trio.move_on_after(self._limits.exit_drain_timeout):
-                        await self._eof.wait()
-                    tasks.cancel_scope.cancel()
-                if self.timed_out and on_exit is not None:
-                    notifiers.start_soon(self._notify, on_exit)
+                task_status.started()
+                # Moved to the manager's nursery, unless the spawn was cancelled before
+                # it reported started (trio then leaves the task where it was, under the
+                # spawn's cancelled scope): that cancellation is not a shutdown.
+                self._under_manager = trio.lowlevel.current_task().parent_nursery is not starting_in
+                try:
+                    await self._stop.wait()
+                except trio.Cancelled:
+                    self._note_cancellation()
+                    raise
+                await self._teardown()
+                # Everything is gone, so the slave is closed: the reader reaches EIO soon.
+                with trio.move_on_after(self._limits.exit_drain_timeout):
+                    await self._eof.wait()
+                if self._notify_done is not None:
+                    await self._notify_done.wait()  # bounded by notification_timeout
+                tasks.cancel_scope.cancel()
+            if self.timed_out and on_exit is not None:
+                await self._notify(on_exit)
         finally:
             with trio.CancelScope(shield=True):
                 await self._teardown()
@@ -422,7 +425,7 @@ class Session:
         ending with Cancelled cancels its nursery). Called from their `except Cancelled`
         rather than through a wrapper coroutine: a wrapper per task cost every idle session
         ~1 KiB."""
-        outside = not any(scope.cancel_called for scope in self._own_scopes)
+        outside = self._own_scope is None or not self._own_scope.cancel_called
         if self._under_manager and self._stop_at is None and outside:
             self._shutdown_moment()
 
@@ -479,7 +482,7 @@ class Session:
         master = self._master
         delay = self._limits.flood_read_delay
         burst = 0  # bytes read by passes that followed each other closely
-        last = -math.inf  # when the last pass that read something ended
+        last = _LONG_AGO  # when the last pass that read something ended
         pausing = False
         fast = 0  # pauses in a row that found a writer faster than _FAST_WRITER
         try:
@@ -564,7 +567,7 @@ class Session:
             self._output_lot = trio.lowlevel.ParkingLot()
         return self._output_lot
 
-    async def _watch_exit(self, notifiers: trio.Nursery, on_exit: ExitCallback | None) -> None:
+    async def _watch_exit(self, nursery: trio.Nursery, on_exit: ExitCallback | None) -> None:
         assert self._process is not None
         try:
             returncode = await self._process.wait()
@@ -580,7 +583,8 @@ class Session:
         self._change("exit")
         self._stop.set()
         if self.status == "exited" and on_exit is not None:
-            notifiers.start_soon(self._notify, on_exit)
+            self._notify_done = Latch()
+            nursery.start_soon(self._notify, on_exit)
 
     async def _expire(self, seconds: float) -> None:
         await trio.sleep(seconds)
@@ -604,7 +608,15 @@ class Session:
             self.request_stop(kill=True)
 
     async def _notify(self, on_exit: ExitCallback) -> None:
-        """Deliver the ExitEvent once, bounded; a failing callback never hurts the session."""
+        """Deliver the ExitEvent once, bounded; a failing callback never hurts the session.
+        The runner waits for it (`_notify_done`) before it cancels the session's tasks."""
+        try:
+            await self._deliver(on_exit)
+        finally:
+            if self._notify_done is not None:
+                self._notify_done.set()
+
+    async def _deliver(self, on_exit: ExitCallback) -> None:
         if self._notified or not self.notify_on_exit:
             return
         self._notified = True

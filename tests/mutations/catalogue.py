@@ -225,10 +225,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         path="trio_pty/session.py",
         old="""\
         if self.status == "exited" and on_exit is not None:
-            notifiers.start_soon(self._notify, on_exit)""",
+            self._notify_done = Latch()""",
         new="""\
         if on_exit is not None:
-            notifiers.start_soon(self._notify, on_exit)""",
+            self._notify_done = Latch()""",
         tests=(f"{SESSIONS}::test_exit_events_exactly_once_and_only_when_asked",),
         quick=True,
     ),
