@@ -4,6 +4,7 @@ first output after a quiet spell is read at once."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -12,6 +13,7 @@ import trio
 
 import trio_pty
 from trio_pty import ExitEvent, Limits, Wait
+from trio_pty.posix import timer
 
 from .helpers import poll_until
 
@@ -126,3 +128,21 @@ def test_the_delay_must_not_be_negative(value: float) -> None:
 def test_the_delay_defaults_to_a_millisecond_and_zero_turns_it_off() -> None:
     assert Limits().flood_read_delay == 0.001
     assert Limits(flood_read_delay=0).flood_read_delay == 0
+
+
+async def test_the_pause_timer_fires_once_per_arming() -> None:
+    pause = timer.OneShot(0.01)
+    try:
+        with trio.fail_after(5):
+            for _ in range(3):
+                started = trio.current_time()
+                pause.arm()
+                await trio.lowlevel.wait_readable(pause.fd)
+                assert trio.current_time() - started >= 0.009
+                pause.clear()
+                with pytest.raises(BlockingIOError):
+                    os.read(pause.fd, 8)  # consumed: not readable until armed again
+    finally:
+        trio.lowlevel.notify_closing(pause.fd)
+        pause.close()
+    assert pause.fd == -1

@@ -40,7 +40,7 @@ from .output.buffer import OutputBuffer
 from .output.echo import after_echo
 from .output.search import CompiledPattern
 from .output.stubber import QueryResponder
-from .posix import proc, reap, spawn
+from .posix import proc, reap, spawn, timer
 from .shell.history import ShellTracker
 
 log = logging.getLogger("trio_pty")
@@ -85,6 +85,12 @@ TRANSITIONS: Final[Mapping[tuple[Status, Change], Status]] = {
 }
 """Every legal status change. Anything else (a second exit, a second end of teardown, an
 end of teardown that no kill or exit began) is a bug, and raises IllegalTransition."""
+
+
+def _close(pause: timer.OneShot) -> None:
+    """Close a pause's timer (trio may have it registered: tell it first)."""
+    trio.lowlevel.notify_closing(pause.fd)
+    pause.close()
 
 
 async def wait_idle(
@@ -485,10 +491,15 @@ class Session:
         last = _LONG_AGO  # when the last pass that read something ended
         pausing = False
         fast = 0  # pauses in a row that found a writer faster than _FAST_WRITER
+        pause: timer.OneShot | None = None  # while pausing (see posix.timer for why)
         try:
             while True:
-                if pausing:
-                    await trio.sleep(delay)
+                if pause is not None:
+                    pause.arm()
+                    await trio.lowlevel.wait_readable(pause.fd)
+                    pause.clear()
+                elif pausing:
+                    await trio.sleep(delay)  # no timerfd to be had (out of descriptors)
                 else:
                     await trio.lowlevel.wait_readable(master)
                 got = self._read_available(master, pausing)
@@ -499,6 +510,9 @@ class Session:
                     got = self._read_available(master, False)
                 if not got:
                     burst, pausing, fast = 0, False, 0
+                    if pause is not None:
+                        _close(pause)
+                        pause = None
                     continue
                 now = trio.current_time()
                 if not pausing and now - last > _BURST_GAP:
@@ -510,9 +524,18 @@ class Session:
                 burst += got
                 last = now
                 pausing = delay > 0 and burst >= _FLOOD_BYTES and fast < _FAST_PAUSES
+                if pausing and pause is None:
+                    with contextlib.suppress(OSError):
+                        pause = timer.OneShot(delay)
+                elif not pausing and pause is not None:
+                    _close(pause)
+                    pause = None
         except trio.Cancelled:
             self._note_cancellation()
             raise
+        finally:
+            if pause is not None:
+                _close(pause)
 
     def _read_available(self, master: int, until_short: bool) -> int:
         """Read what is there, in a bounded number of chunks: the bytes read, or -1 on EIO
