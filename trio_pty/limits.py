@@ -72,9 +72,8 @@ class Limits:
     # reading each piece as it comes: the tty hands newline-dense text out a few hundred
     # bytes at a time, and every piece read at once costs a wake-up. The first output after
     # a quiet spell is still read at once, so this bounds the delay added to output that
-    # arrives during a flood (0: never pause). trio's timers wake at 1 ms granularity, so
-    # anything shorter pauses about 1 ms; much longer lets the tty fill (about 20 KB), and a
-    # full tty stops the writer.
+    # arrives during a flood (0: never pause). Much longer lets the tty fill (it holds about
+    # 20 KB, 1-2 ms of newline-dense text), and a full tty stops the writer.
     flood_read_delay: float = attrs.field(default=0.001, validator=_non_negative)
     max_raw_read_bytes: int = attrs.field(default=262_144, validator=_positive)
     max_rows: int = attrs.field(default=1000, validator=_positive)
