@@ -138,6 +138,69 @@ async def test_manager_cancellation_with_mixed_sessions_is_bounded() -> None:
     assert [pid for pid in tags if alive(pid)] == []
 
 
+async def test_a_kill_outlasting_the_one_driving_the_rounds_still_ends_at_the_grace() -> None:
+    """The rounds of concurrent teardowns run from one task, the first teardown's: once that
+    one is done, a teardown still waiting must take the driving over, or nobody would send
+    its SIGKILL and it would wait out `close_timeout`. The first session here exits 0.3 s
+    after the first SIGTERM, the second ignores it."""
+    limits = Limits(terminate_grace=LONG_GRACE, close_timeout=10.0)
+    slow_exit = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+        "def term(*_):\n"
+        "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "    time.sleep(0.3)\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, term)\n"
+        "print('ready', flush=True)\n"
+        "while True:\n"
+        "    time.sleep(1)\n"
+    )
+    elapsed: dict[str, float] = {}
+    with trio.fail_after(15):
+        async with trio_pty.open_manager(limits) as manager:
+            ready = Wait(pattern="ready", timeout_ms=5000)
+            first = await manager.spawn(
+                sys.executable, ["-c", slow_exit], description="first", ready=ready
+            )
+            second = await manager.spawn("sh", ["-c", IGNORES_TERM], description="2", ready=ready)
+
+            async def kill(session_id: str) -> None:
+                start = trio.current_time()
+                final = await manager.kill(session_id)
+                elapsed[session_id] = trio.current_time() - start
+                assert final.error is None, final.error
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(kill, first.id)
+                await trio.sleep(0.05)  # the first teardown drives by now
+                nursery.start_soon(kill, second.id)
+            assert tagged_processes(manager) == []
+    assert 0.3 <= elapsed[first.id] < LONG_GRACE / 2, elapsed
+    assert LONG_GRACE <= elapsed[second.id] <= LONG_GRACE + ONE_GRACE_MARGIN, elapsed
+
+
+async def test_a_shutdown_whose_sessions_end_on_the_hangup_takes_no_grace() -> None:
+    """Sessions that end on the hangup end the shutdown at once: nothing started for the
+    shutdown (the collection halfway through the grace) holds it, and the cancelled scope
+    still sees its cancellation although the sessions' runners end quietly."""
+    limits = Limits(terminate_grace=LONG_GRACE, max_sessions_per_owner=8)
+    with trio.fail_after(10):
+        with trio.CancelScope() as scope:
+            async with trio_pty.open_manager(limits) as manager:
+                for index in range(8):
+                    ready = Wait(pattern="ready", timeout_ms=5000)
+                    await manager.spawn(
+                        "sh", ["-c", "echo ready; sleep 100"], description=f"s{index}", ready=ready
+                    )
+                start = trio.current_time()
+                scope.cancel()
+                await trio.lowlevel.checkpoint()
+        elapsed = trio.current_time() - start
+    assert scope.cancelled_caught
+    assert elapsed < LONG_GRACE / 4, elapsed
+
+
 async def test_manager_exit_tears_down_sessions_concurrently() -> None:
     limits = Limits(terminate_grace=LONG_GRACE, max_sessions=64, max_sessions_per_owner=64)
     with trio.fail_after(20):
