@@ -457,12 +457,18 @@ class Teardown:
     def signal(self, survivors: dict[int, ProcEntry]) -> None:
         """SIGTERM and SIGCONT to the survivors and the safe groups; after `kill_at`,
         SIGKILL (and to anything new in later rounds). A process a group signal reaches
-        gets no signal of its own (one syscall for the whole group)."""
-        if self._quiet_since is not None:
-            return  # nothing alive: this round only waits for the confirming scan
+        gets no signal of its own (one syscall for the whole group).
+
+        The grace ends at `kill_at` whatever the round found, even nothing alive: only a
+        round in the SIGTERM phase is planned at `kill_at` on the newest snapshot there is
+        (see `_schedule`), so a grace left open after it would plan the same round again,
+        at a time already past, on that same snapshot, and the confirming scan (one newer
+        than the snapshot that found nothing) would never come."""
         if self._phase == signal.SIGTERM and trio.current_time() >= self._kill_at:
             self._phase, self._interval = signal.SIGKILL, _FIRST_TICK
             self._killed = len(survivors)
+        if self._quiet_since is not None:
+            return  # nothing alive: this round only waits for the confirming scan
         sig = self._phase
         reached = set(self._groups())
         for pgid in reached:
@@ -490,6 +496,8 @@ class Teardown:
             # is: the groups reach what was forked since, and every round after it scans
             # anew and SIGKILLs whatever it finds. Asking for a scan newer than now put a
             # scan of every process (10-35 ms at N = 1,024) in the middle of the pass.
+            # That round ends the grace even if it finds nothing alive (see `signal`), so
+            # a round planned here is never planned here again.
             self.wake_at, self._fresh_since = self._kill_at, -math.inf
         else:
             self.wake_at = self._fresh_since = tick
