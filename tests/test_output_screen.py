@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from trio_pty.output import compile_pattern, modes
 from trio_pty.output.buffer import OutputBuffer
 from trio_pty.output.lines import char_width
-from trio_pty.output.screen import LiveScreen, ScreenCache, scroll_start
+from trio_pty.output.screen import LiveScreen, ScreenCache, collapse_overwrites, scroll_start
 
 
 def buffer_of(
@@ -26,11 +26,8 @@ def buffer_of(
 
 def from_the_start(buffer: OutputBuffer) -> list[str]:
     """What the screen shows when every byte is fed from offset 0: the truth."""
-    data, base = buffer.snapshot_with_offset()
-    assert base == 0
-    live = LiveScreen._start(buffer, data, 0, [], 0, modes.Modes(), fill=False)
-    assert live is not None
-    screen = live.image("x", None)
+    assert buffer.start_offset == 0
+    screen = LiveScreen.from_oldest(buffer).image("x", None)
     return [*screen.lines, repr(screen.cursor), repr(screen.cursor_visible)]
 
 
@@ -45,6 +42,7 @@ PIECES = [
     b"\r\n",
     b"\n",
     b"\r",
+    b"\rab\rxyz\rq\r12345",  # a line rewritten in place: collapsed for the replay
     b"\x08",
     b"\t",
     "日本語 ✓ é".encode(),
@@ -95,6 +93,8 @@ lines_of_text = st.lists(st.text("abc xyz日", max_size=40), min_size=1, max_siz
 @given(streams, streams, lines_of_text)
 @example(before=[b"\x1b]"], after=[], lines=[""] * 12)  # an OSC that never ends takes all
 @example(before=[b"\x1b[1"], after=[], lines=[""] * 12 + ["abc"])  # a CSI left open
+@example(before=[b"\x1b[4h"], after=[b"\rab\rxyz\rq\r12345"], lines=[""])  # inserting
+@example(before=[b"\x1b["], after=[b"\rAB\rxyz\rq\r12345"], lines=[""])  # in a CSI
 def test_a_late_start_shows_what_a_replay_from_the_first_byte_shows(
     before: list[bytes], after: list[bytes], lines: list[str]
 ) -> None:
@@ -103,6 +103,68 @@ def test_a_late_start_shows_what_a_replay_from_the_first_byte_shows(
     middle = "".join(line + "\r\n" for line in lines).encode()
     buffer = buffer_of(b"".join(before) + middle + b"".join(after))
     assert seen(buffer) == from_the_start(buffer)
+
+
+# Rows rewritten at absolute positions, as top and vim redraw: a replay may start at one.
+rewrites = st.lists(
+    st.tuples(st.integers(1, 6), st.integers(1, 30), st.text("ab xy", max_size=32)), max_size=40
+)
+
+
+def rewritten(rows: list[tuple[int, int, str]]) -> bytes:
+    return b"".join(f"\x1b[{row};{col}H{text}\x1b[K".encode() for row, col, text in rows)
+
+
+@given(streams, rewrites, streams)
+def test_a_start_at_a_cursor_position_shows_what_a_replay_from_the_first_byte_shows(
+    before: list[bytes], rows: list[tuple[int, int, str]], after: list[bytes]
+) -> None:
+    buffer = buffer_of(b"".join(before) + rewritten(rows) + b"".join(after))
+    assert seen(buffer) == from_the_start(buffer)
+
+
+def test_a_screen_redrawn_row_by_row_is_replayed_from_a_late_cursor_position() -> None:
+    # A first frame, then frames that each redraw two of the six rows: the replay starts
+    # where the rows redrawn since cover the screen, not at the clear long before.
+    frames = [b"\x1b[H\x1b[2J" + rewritten([(row, 1, f"first {row}") for row in range(1, 7)])]
+    frames += [
+        rewritten([(n % 6 + 1, 1, f"row {n}"), ((n + 3) % 6 + 1, 1, f"row {n}")])
+        for n in range(400)
+    ]
+    buffer = buffer_of(b"".join(frames))
+    live = LiveScreen.replay(buffer)
+    assert live.started > len(frames[0]) + 300 * len(frames[1])
+    assert seen(buffer) == from_the_start(buffer)
+    kept = (
+        rewritten([(row, 1, f"row {row}") for row in range(1, 7)]) + rewritten([(1, 1, "x")]) * 400
+    )
+    buffer = buffer_of(kept)  # row 1 only, for ever after: rows 2-6 still need the start
+    assert LiveScreen.replay(buffer).started == 0
+    assert seen(buffer) == from_the_start(buffer)
+
+
+@given(
+    st.text("ab ✓\r\n", max_size=30),
+    st.lists(st.text("xyz -", max_size=14), min_size=4, max_size=12),
+    st.integers(4, 12),
+    st.booleans(),
+)
+def test_a_collapsed_run_of_rewrites_leaves_the_row_and_cursor_as_the_run_does(
+    before: str, rewrites: list[str], cols: int, autowrap: bool
+) -> None:
+    run = "".join("\r" + rewrite for rewrite in rewrites).encode()
+    collapsed = collapse_overwrites(run, cols)
+    if max(map(len, rewrites)) > cols:
+        assert collapsed is None
+        return
+    assert collapsed is not None and len(collapsed) <= 2 * cols + 2
+
+    def shown(tail: bytes) -> tuple[list[str], tuple[int, int]]:
+        vt = avt.Vt(cols, 4, scrollback_limit=0)
+        vt.feed_str(("" if autowrap else "\x1b[?7l") + before + tail.decode() + "z")
+        return [line.text for line in vt.view()], (vt.cursor.row, vt.cursor.col)
+
+    assert shown(collapsed) == shown(run)  # "z": a pending wrap must be kept too
 
 
 @given(streams, st.lists(st.integers(0, 400), max_size=6))
@@ -194,7 +256,8 @@ def test_modes_fold() -> None:
     assert state.region == (2, 5) and state.origin and not state.autowrap
     assert state.insert and state.newline and not state.alternate
     assert state.preamble(24) == "\x1b[2;5r\x1b[?6h\x1b[?7l\x1b[4h\x1b[20h"
-    assert modes.cursor_hidden(data, len(data)) and not modes.cursor_hidden(data, 10)
+    visibility = modes.CursorVisibility(data)
+    assert visibility.hidden_at(len(data)) and not visibility.hidden_at(10)
     for event in modes.scan(b"\x1bc"):
         state.apply(event)
     assert state == modes.Modes()

@@ -357,4 +357,16 @@ MUTATIONS: tuple[Mutation, ...] = (
             "tests/test_rpc_server.py::test_a_stalled_clients_send_queue_is_bounded_in_characters",
         ),
     ),
+    Mutation(
+        name="collapse-while-inserting",
+        guarantee="a screen's first snapshot shows what a replay of every retained byte shows",
+        path="trio_pty/output/screen.py",
+        old="        if inserting:",
+        new="        if False:",
+        tests=(
+            "tests/test_output_screen.py::"
+            "test_a_late_start_shows_what_a_replay_from_the_first_byte_shows",
+        ),
+        quick=True,
+    ),
 )

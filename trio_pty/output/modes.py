@@ -4,10 +4,10 @@ A screen replay that starts in the middle of the output (see `screen.py`) needs 
 terminal was in at that point; the emulator cannot say, since it has not seen the bytes before.
 Most of what shapes a screen's text is set by a few rare sequences (the alternate screen, the
 scroll region, origin, auto-wrap, insert and newline modes, tab stops, character sets), so one
-RE2 pass over the bytes finds them (about 0.3 ms per MB of log output, 2 ms per MB of `top`:
-RE2's DFA skips the colour codes that dominate such output) and a fold turns them into the
-state at any offset; the cursor's visibility, toggled far more often, is found with rfind.
-The window title (OSC 0 and 2) comes from the same kind of scan.
+RE2 pass over the bytes finds them, with the clears, resets and cursor saves a replay's start
+depends on (about 0.2 ms per MB of log output, 1-2 ms per MB of `top` or vim), and a fold
+turns them into the state at any offset; the cursor's visibility, toggled far more often, is
+found with rfind. The window title (OSC 0 and 2) comes from the same kind of scan.
 """
 
 from __future__ import annotations
@@ -47,14 +47,17 @@ _EVENTS = _compile(
     + rb"|\[[03]?g|H"  # tab stops cleared or set
     + rb"|c"  # RIS: full reset
     + rb"|[()]0"  # G0 or G1 designated as DEC line drawing
-    + rb"|\[(?:1?(?:;1?)?)?[Hf])"  # cursor home
+    + rb"|\[(?:1?(?:;1?)?)?[Hf]\x1b\[[02]?J"  # cursor home, erase the screen: a clear
+    + rb"|[78]|\[[su])"  # the cursor saved or restored
 )
+# Where a replay may start (see `screen.py`) besides a clear: the cursor placed anywhere,
+# searched for in the output's tail only (with Python's re: RE2's per-match cost is the
+# larger one there). An ESC starts a sequence in every parser state, so these always act.
+_POSITIONS = re.compile(rb"\x1b\[[0-9]{0,5}(?:;[0-9]{0,5})?[Hf]")
 _SWITCHES = _compile(
     rb"\x1b\[\?" + _SOME % (_MAX_PARAMS, b"47|1047|1049", _MAX_PARAMS) + rb"|\x1bc"
 )
-_SAVES = _compile(rb"\x1b[78]|\x1b\[[su]")
 _TITLES = _compile(rb"\x1b\][02];([^\x07\x1b\n]{0,%d})(?:\x07|\x1b\\)" % MAX_TITLE_BYTES)
-_CLEARS = (b"\x1b[2J", b"\x1b[J", b"\x1b[0J")
 LONGEST_TITLE = 4 + MAX_TITLE_BYTES + 2
 
 
@@ -63,8 +66,8 @@ class Event(NamedTuple):
 
     start: int
     end: int
-    kind: str  # private, ansi, region, tabs, reset, designate, home
-    on: bool = False  # modes: set (h) or reset (l); home: followed by an erase of the screen
+    kind: str  # private, ansi, region, tabs, reset, designate, clear, save, restore
+    on: bool = False  # modes: set (h) or reset (l)
     params: tuple[int, ...] = ()  # modes: their numbers; region: top, bottom; designate: G
 
 
@@ -77,14 +80,18 @@ def _event(data: bytes, start: int, end: int) -> Event:
     last = raw[-1:]
     if raw == b"\x1bc":
         return Event(start, end, "reset")
+    if raw in (b"\x1b7", b"\x1b[s"):
+        return Event(start, end, "save")
+    if raw in (b"\x1b8", b"\x1b[u"):
+        return Event(start, end, "restore")
+    if last == b"J":
+        return Event(start, end, "clear")
     if raw == b"\x1bH" or last == b"g":
         return Event(start, end, "tabs")
     if raw[1:2] in (b"(", b")"):
         return Event(start, end, "designate", params=(raw[1] - 0x28,))
     if last == b"r":
         return Event(start, end, "region", params=_numbers(raw[2:-1]))
-    if last in (b"H", b"f"):
-        return Event(start, end, "home", on=data.startswith(_CLEARS, end))
     if raw.startswith(b"\x1b[?"):
         return Event(start, end, "private", on=last == b"h", params=_numbers(raw[3:-1]))
     return Event(start, end, "ansi", on=last == b"h", params=_numbers(raw[2:-1]))
@@ -94,6 +101,11 @@ def scan(data: bytes, pos: int = 0) -> Iterator[Event]:
     """Every state-changing sequence in data[pos:], in order."""
     for match in _EVENTS.finditer(data, pos):
         yield _event(data, *match.span())
+
+
+def positions(data: bytes, pos: int) -> list[int]:
+    """Where data[pos:] puts the cursor at an absolute position (CUP or HVP)."""
+    return [pos + match.start() for match in _POSITIONS.finditer(data[pos:])]
 
 
 SWITCHES = _SWITCHES
@@ -114,14 +126,11 @@ def alternate_switches(data: bytes, pos: int = 0) -> Iterator[tuple[int, int, bo
         yield start, end, switch_state(data[start:end])
 
 
-def saved_cursors(data: bytes) -> tuple[list[int], list[int]]:
-    """Where `data` saves (ESC 7, CSI s) and restores (ESC 8, CSI u) the cursor."""
-    saves: list[int] = []
-    restores: list[int] = []
-    for match in _SAVES.finditer(data):
-        start = match.start()
-        (saves if data[start + 1 : start + 3] in (b"7", b"[s") else restores).append(start)
-    return saves, restores
+def is_switch(event: Event) -> bool:
+    """Whether `event` switches to or from the alternate screen (a full reset leaves it)."""
+    if event.kind == "reset":
+        return True
+    return event.kind == "private" and not ALTERNATE_MODES.isdisjoint(event.params)
 
 
 TITLES = _TITLES
@@ -247,9 +256,24 @@ def _last_transition(data: bytes, pos: int) -> tuple[int, int]:
     return best, which
 
 
-def cursor_hidden(data: bytes, pos: int) -> bool:
-    """Whether the cursor was hidden at data[pos] (CSI ? 25 l, not shown again since)."""
-    return data.rfind(b"\x1b[?25l", 0, pos) > data.rfind(b"\x1b[?25h", 0, pos)
+_HIDE, _SHOW = b"\x1b[?25l", b"\x1b[?25h"
+
+
+class CursorVisibility:
+    """Whether the cursor was hidden at a position of `data` (CSI ? 25 l, not shown again
+    since), for many positions: the last hide and show of all are found once, so a position
+    after both costs nothing (rather than a search of the whole buffer for one never sent)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        hide, show = data.rfind(_HIDE), data.rfind(_SHOW)
+        self._after_both = max(hide, show) + len(_HIDE)
+        self._hidden_after_both = hide > show
+
+    def hidden_at(self, pos: int) -> bool:
+        if pos >= self._after_both:
+            return self._hidden_after_both
+        return self._data.rfind(_HIDE, 0, pos) > self._data.rfind(_SHOW, 0, pos)
 
 
 def charsets(data: bytes, events: list[Event], pos: int) -> str:

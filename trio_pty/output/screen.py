@@ -10,9 +10,10 @@ late as the output allows:
   inside a control string or sequence (an unterminated OSC takes every line after it):
   from there on the screen no longer depends on what came before (exactly, given the modes
   in force there);
-- else at "cursor home" where the output since then is known to have rewritten every cell:
-  checked by replaying it over a screen filled with a marker character, and accepting only
-  if no marker is left (`top` redraws every row of each frame this way);
+- else at a cursor placement in the last 64 KiB where the output since then is known to have
+  rewritten every cell: checked by replaying it over a screen filled with a marker
+  character, and accepting only if no marker is left (`top` and vim redraw a few rows per
+  frame, so placements further back are tried, doubling the distance: `_probed`);
 - else at the oldest retained byte.
 
 The terminal modes in force at the start (alternate screen, scroll region, origin, auto-wrap,
@@ -21,13 +22,16 @@ emulator first (a start whose later output restores a cursor saved before it, or
 tab stops matter that were set before it, is not taken); the window size is the one recorded
 for that offset, and later resizes are applied at the offsets where they happened.
 
-Later snapshots feed only the bytes since. Emulators live in a small LRU (`ScreenCache`),
-dropped when idle; one that fell behind the ring (its next byte rotated out) is rebuilt.
+A line rewritten in place many times (a progress line) is fed collapsed to what it leaves
+(`collapse_overwrites`). Later snapshots feed only the bytes since. Emulators live in a small
+LRU (`ScreenCache`), dropped when idle; one that fell behind the ring (its next byte rotated
+out) is rebuilt.
 """
 
 from __future__ import annotations
 
 import codecs
+import re
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -42,7 +46,6 @@ from .buffer import OutputBuffer, SizeRecord
 
 _MARK: Final = "\U0010fffd"  # fills the screen for the rewrite check; never shown
 _MAX_CHECKED_TAIL: Final = 65_536  # output after a "cursor home" worth checking for a rewrite
-_CHECKED_HOMES: Final = 2  # how many of the last "cursor home"s are checked
 _CARRY: Final = modes.LONGEST_SWITCH  # bytes kept to see a switch split across feeds
 
 
@@ -70,10 +73,11 @@ def scroll_start(data: bytes, rows: int) -> int:
 
 
 class _SavedCursors:
-    """Where the output saves and restores the cursor (`modes.saved_cursors`)."""
+    """Where the output saves and restores the cursor (ESC 7 and 8, CSI s and u)."""
 
-    def __init__(self, data: bytes) -> None:
-        self._saves, self._restores = modes.saved_cursors(data)
+    def __init__(self, events: list[modes.Event]) -> None:
+        self._saves = [event.start for event in events if event.kind == "save"]
+        self._restores = [event.start for event in events if event.kind == "restore"]
 
     def restores_older(self, start: int) -> bool:
         """True when data[start:] restores a cursor position saved before `start`."""
@@ -82,6 +86,43 @@ class _SavedCursors:
             return False
         saved = bisect_left(self._saves, self._restores[index]) - 1
         return saved < 0 or self._saves[saved] < start
+
+
+# A run of lines rewritten in place: CR, printable ASCII, CR, ... (a progress line). At least
+# three rewrites, so that ordinary CR LF output never matches.
+_OVERWRITES = re.compile(rb"\r[\x20-\x7e]*(?:\r[\x20-\x7e]*){3,}")
+
+
+def collapse_overwrites(run: bytes, cols: int) -> bytes | None:
+    """Bytes that leave a row as a run of `_OVERWRITES` leaves it, and the cursor where it
+    leaves it: the cells each column last received, then the last rewrite again (which
+    leaves the cursor and a pending wrap as they were). None when a rewrite is wider than
+    the row (it would wrap onto the next one). Insert mode must be off: it shifts cells."""
+    rewrites = run.split(b"\r")[1:]
+    widest = max(map(len, rewrites))
+    if widest > cols:
+        return None
+    row = bytearray(widest)
+    covered = 0
+    for rewrite in reversed(rewrites):  # the last rewrite to reach a column wins it
+        if len(rewrite) > covered:
+            row[covered : len(rewrite)] = rewrite[covered:]
+            covered = len(rewrite)
+            if covered == widest:
+                break
+    return b"\r" + bytes(row) + b"\r" + rewrites[-1]
+
+
+def _probed(positions: list[int]) -> list[int]:
+    """The positions worth checking for a rewrite of every cell: the last, the second last,
+    the fourth last and so on, doubling, and the oldest; so the replays that fail cost at
+    most about as much as the one that succeeds."""
+    picked = []
+    back = 1
+    while back < len(positions):
+        picked.append(positions[-back])
+        back *= 2
+    return [*positions[:1], *reversed(picked)]
 
 
 def _size_at(sizes: Sequence[SizeRecord], offset: int) -> SizeRecord:
@@ -117,25 +158,25 @@ class LiveScreen:
         rows = sizes[-1].rows
         resized_at = max(base, sizes[-1].offset) - base  # no resize after this position
         events = list(modes.scan(data))
-        switches = list(modes.alternate_switches(data))
-        last_switch = max((start for start, _, _ in switches), default=-1)
-        last_exit = max((start for start, _, on in switches if not on), default=-1)
+        switches = [event for event in events if modes.is_switch(event)]
+        last_switch = max((event.start for event in switches), default=-1)
+        last_exit = max((event.start for event in switches if not event.on), default=-1)
         candidates = [
-            (event.start, "clear" if event.on else "home")
-            for event in events
-            if event.kind == "home"
+            (event.start, event.kind) for event in events if event.kind in ("clear", "reset")
         ]
-        candidates += [(event.start, "reset") for event in events if event.kind == "reset"]
         scroll = scroll_start(data, rows)
         if scroll >= resized_at and modes.ground_at(data, scroll):  # (not inside a string)
             candidates.append((scroll, "scroll"))
+        tail = max(last_switch + 1, len(data) - _MAX_CHECKED_TAIL)
+        candidates += [(start, "position") for start in _probed(modes.positions(data, tail))]
         candidates.sort()
-        saved = _SavedCursors(data)
+        saved = _SavedCursors(events)
+        visibility = modes.CursorVisibility(data)
         # Fold the events up to each candidate: the modes in force where it would start.
         state = modes.Modes()
         folded = 0
         best = (0, modes.Modes())
-        homes: list[tuple[int, modes.Modes]] = []
+        positioned: list[tuple[int, modes.Modes]] = []
         for start, kind in candidates:
             while folded < len(events) and events[folded].start < start:
                 state.apply(events[folded])
@@ -151,16 +192,26 @@ class LiveScreen:
                     best = (start, attrs.evolve(state))
             elif kind == "clear" and not state.origin:
                 best = (start, attrs.evolve(state))
-            elif start > last_switch and len(data) - start <= _MAX_CHECKED_TAIL:
-                homes.append((start, attrs.evolve(state)))
-        for start, at in reversed(homes[-_CHECKED_HOMES:]):
+            elif kind == "position":
+                positioned.append((start, attrs.evolve(state)))
+        for start, at in reversed(positioned):  # the latest first: the least to replay
             if start > best[0]:
-                live = cls._start(output, data, base, events, start, at, fill=True)
+                hidden = visibility.hidden_at(start)
+                live = cls._start(output, data, base, events, start, at, hidden, fill=True)
                 if live is not None:
                     return live
         start, at = best
-        live = cls._start(output, data, base, events, start, at, fill=False)
+        hidden = visibility.hidden_at(start)
+        live = cls._start(output, data, base, events, start, at, hidden, fill=False)
         assert live is not None
+        return live
+
+    @classmethod
+    def from_oldest(cls, output: OutputBuffer) -> LiveScreen:
+        """An emulator fed every retained byte as it is: what `replay` must equal (checks)."""
+        data, base = output.snapshot_with_offset()
+        live = cls(_size_at(output.sizes, base), base)
+        live._feed(data, output.sizes)
         return live
 
     @classmethod
@@ -172,6 +223,7 @@ class LiveScreen:
         events: list[modes.Event],
         start: int,
         at: modes.Modes,
+        hidden: bool,
         *,
         fill: bool,
     ) -> LiveScreen | None:
@@ -185,14 +237,44 @@ class LiveScreen:
         if fill:
             lead += "".join(f"\x1b[{row + 1};1H" + _MARK * size.cols for row in range(size.rows))
         lead += at.preamble(size.rows) + modes.charsets(data, events, start)
-        if modes.cursor_hidden(data, start):
+        if hidden:
             lead += "\x1b[?25l"
         if lead:
             live._vt.feed_str(lead)
-        live._feed(data[start:], sizes)
+        inserting = at.insert or any(
+            event.kind == "ansi" and event.on and 4 in event.params
+            for event in events
+            if event.start >= start
+        )
+        if inserting:
+            live._feed(data[start:], sizes)
+        else:
+            live._feed_collapsing(data, start, sizes)
         if fill and any(_MARK in line.text for line in live._vt.view()):
             return None
         return live
+
+    def _feed_collapsing(self, data: bytes, start: int, sizes: Sequence[SizeRecord]) -> None:
+        """Feed data[start:], each run of rewrites of a line collapsed (a 1 MB progress line
+        costs the emulator 10 ms, finding and collapsing it 5 ms) unless the window was
+        resized in it or it starts inside a sequence or control string."""
+        base = self.fed - start
+        pos = start
+        for run in _OVERWRITES.finditer(data, start):
+            run_start, run_end = run.span()
+            if any(base + run_start < record.offset < base + run_end for record in sizes):
+                continue
+            if not modes.ground_at(data, run_start):  # its text would end a sequence
+                continue
+            cols = _size_at(sizes, base + run_start).cols
+            collapsed = collapse_overwrites(run.group(), cols)
+            if collapsed is None:
+                continue
+            self._feed(data[pos:run_start], sizes)
+            self._vt.feed_str(self._decoder.decode(collapsed))
+            self.fed = base + run_end
+            pos = run_end
+        self._feed(data[pos:], sizes)
 
     def catch_up(self, output: OutputBuffer) -> bool:
         """Feed the bytes written since; False when some of them already rotated out."""
