@@ -18,7 +18,7 @@ import trio
 
 import trio_pty
 from trio_pty import Limits, Wait
-from trio_pty.posix import proc
+from trio_pty.posix import proc, reap
 
 from .helpers import (
     alive,
@@ -110,6 +110,80 @@ async def test_leftovers_are_reaped_when_the_leader_exits() -> None:
             assert manager.get(info.id).exit_code == 0
 
 
+async def test_a_close_after_an_exit_that_left_a_stubborn_orphan_takes_one_grace() -> None:
+    """The stateful model's find, made direct: a session's leader exits and leaves an orphan
+    that ignores SIGTERM, then the manager closes. Two teardowns then cover the orphan: the
+    session's own (its grace counts from the exit) and the sweep of escapees (its grace
+    counts from the close, a little later). The first SIGKILLs the orphan; the sweep's round
+    at the end of its grace then finds nothing alive in the newest snapshot. That round
+    used to leave the grace unended, so the next round was planned at the end of the grace
+    again, on the same snapshot: the rounds spun for close_timeout (5 s here) and the
+    confirming scan never came. Whether the sweep has a tick of its own between the two
+    ends of grace depends on the gap, so a few gaps (each failed about half the time)."""
+    grace = 0.2
+    limits = Limits(terminate_grace=grace, close_timeout=5.0, exit_drain_timeout=0.05)
+    script = "trap '' HUP TERM; sleep 100 & echo bye"
+    for gap in (0.0, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04):
+        with trio.fail_after(5) as bound:
+            with trio.CancelScope() as scope:
+                async with trio_pty.open_manager(limits) as manager:
+                    info = await manager.spawn("sh", ["-c", script], description="orphan")
+                    await manager.wait_exit(info.id)
+                    await trio.sleep(gap)
+                    bound.deadline = trio.current_time() + grace + 0.5  # the close's bound
+                    scope.cancel()
+        assert scope.cancelled_caught
+        assert tagged_processes(manager) == [], gap
+
+
+async def test_a_round_at_the_end_of_the_grace_that_finds_nothing_alive_still_confirms() -> None:
+    """The same defect in one teardown, without a manager. The SIGKILL round at the end of
+    the grace reuses the newest snapshot there is (a fresh scan there costs 10-35 ms at
+    N = 1,024). When the last process died just before (killed here, then a scan taken, as
+    another teardown's would be), that round finds nothing alive and only waits for a
+    confirming scan: it must still end the grace, or it is planned at the end of the grace
+    again and again, on the same snapshot, until the deadline. Timed on trio's tick grid:
+    once the ticks are 64 ms apart, the end of the grace falls 60 ms after a tick and the
+    process dies 5 ms after it, so no round of the teardown sees it die."""
+    # Killed, reaped and scanned below with no checkpoint between: no round runs meanwhile.
+    child = subprocess.Popen(  # noqa: ASYNC220
+        ["sh", "-c", "trap '' HUP TERM; exec sleep 100"], start_new_session=True
+    )
+    try:
+        entry = proc.read_stat(child.pid)
+        assert entry is not None
+
+        def find(snapshot: proc.Snapshot) -> dict[int, proc.ProcEntry]:
+            found = snapshot.entries.get(child.pid)
+            return {} if found is None or found.key != entry.key else {child.pid: found}
+
+        table = reap.ProcessTable(clock=trio.current_time)
+        tick = 0.064  # the longest interval between rounds (reap._LAST_TICK)
+        now = trio.current_time()
+        base = (now // tick + 6) * tick  # >= 0.32 s ahead: the ticks are 64 ms apart by then
+        kill_at = base + 0.06
+        teardown = reap.Teardown(find, table, kill_at=kill_at, deadline=kill_at + 3.0)
+        ended: list[float] = []
+
+        async def run() -> None:
+            report = await teardown.run()
+            ended.append(trio.current_time())
+            assert report.survivors == [] and not report.blind
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(run)
+                await trio.sleep_until(base + 0.005)
+                assert not ended
+                child.kill()
+                child.wait()
+                table.snapshot()  # what another teardown's round would have taken
+        assert kill_at <= ended[0] < kill_at + 0.5, ended[0] - kill_at
+    finally:
+        child.kill()
+        child.wait()
+
+
 async def test_manager_cancellation_with_mixed_sessions_is_bounded() -> None:
     programs = [
         ("sleep", ["100"]),
@@ -136,6 +210,69 @@ async def test_manager_cancellation_with_mixed_sessions_is_bounded() -> None:
         elapsed = trio.current_time() - start
     assert elapsed <= GRACE + 1, elapsed
     assert [pid for pid in tags if alive(pid)] == []
+
+
+async def test_a_kill_outlasting_the_one_driving_the_rounds_still_ends_at_the_grace() -> None:
+    """The rounds of concurrent teardowns run from one task, the first teardown's: once that
+    one is done, a teardown still waiting must take the driving over, or nobody would send
+    its SIGKILL and it would wait out `close_timeout`. The first session here exits 0.3 s
+    after the first SIGTERM, the second ignores it."""
+    limits = Limits(terminate_grace=LONG_GRACE, close_timeout=10.0)
+    slow_exit = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+        "def term(*_):\n"
+        "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "    time.sleep(0.3)\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, term)\n"
+        "print('ready', flush=True)\n"
+        "while True:\n"
+        "    time.sleep(1)\n"
+    )
+    elapsed: dict[str, float] = {}
+    with trio.fail_after(15):
+        async with trio_pty.open_manager(limits) as manager:
+            ready = Wait(pattern="ready", timeout_ms=5000)
+            first = await manager.spawn(
+                sys.executable, ["-c", slow_exit], description="first", ready=ready
+            )
+            second = await manager.spawn("sh", ["-c", IGNORES_TERM], description="2", ready=ready)
+
+            async def kill(session_id: str) -> None:
+                start = trio.current_time()
+                final = await manager.kill(session_id)
+                elapsed[session_id] = trio.current_time() - start
+                assert final.error is None, final.error
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(kill, first.id)
+                await trio.sleep(0.05)  # the first teardown drives by now
+                nursery.start_soon(kill, second.id)
+            assert tagged_processes(manager) == []
+    assert 0.3 <= elapsed[first.id] < LONG_GRACE / 2, elapsed
+    assert LONG_GRACE <= elapsed[second.id] <= LONG_GRACE + ONE_GRACE_MARGIN, elapsed
+
+
+async def test_a_shutdown_whose_sessions_end_on_the_hangup_takes_no_grace() -> None:
+    """Sessions that end on the hangup end the shutdown at once: nothing started for the
+    shutdown (the collection halfway through the grace) holds it, and the cancelled scope
+    still sees its cancellation although the sessions' runners end quietly."""
+    limits = Limits(terminate_grace=LONG_GRACE, max_sessions_per_owner=8)
+    with trio.fail_after(10):
+        with trio.CancelScope() as scope:
+            async with trio_pty.open_manager(limits) as manager:
+                for index in range(8):
+                    ready = Wait(pattern="ready", timeout_ms=5000)
+                    await manager.spawn(
+                        "sh", ["-c", "echo ready; sleep 100"], description=f"s{index}", ready=ready
+                    )
+                start = trio.current_time()
+                scope.cancel()
+                await trio.lowlevel.checkpoint()
+        elapsed = trio.current_time() - start
+    assert scope.cancelled_caught
+    assert elapsed < LONG_GRACE / 4, elapsed
 
 
 async def test_manager_exit_tears_down_sessions_concurrently() -> None:

@@ -101,6 +101,49 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(f"{TEARDOWN}::test_a_cancelled_spawn_is_not_taken_for_the_managers_shutdown",),
     ),
     Mutation(
+        name="driving-not-handed-over",
+        guarantee="a teardown outlasting the one that drove the rounds still ends at its grace",
+        path="trio_pty/posix/reap.py",
+        old="""\
+            if self._driver is None:
+                self._hand_over()""",
+        new="""\
+            pass""",
+        tests=(
+            f"{TEARDOWN}::test_a_kill_outlasting_the_one_driving_the_rounds_still_ends_at_the_grace",
+        ),
+    ),
+    Mutation(
+        name="grace-left-open-when-nothing-alive",
+        guarantee="a round at the end of the grace that finds nothing alive still ends it",
+        path="trio_pty/posix/reap.py",
+        old="""\
+        if self._phase == signal.SIGTERM and trio.current_time() >= self._kill_at:
+            self._phase, self._interval = signal.SIGKILL, _FIRST_TICK
+            self._killed = len(survivors)
+        if self._quiet_since is not None:
+            return  # nothing alive: this round only waits for the confirming scan""",
+        new="""\
+        if self._quiet_since is not None:
+            return  # nothing alive: this round only waits for the confirming scan
+        if self._phase == signal.SIGTERM and trio.current_time() >= self._kill_at:
+            self._phase, self._interval = signal.SIGKILL, _FIRST_TICK
+            self._killed = len(survivors)""",
+        tests=(
+            f"{TEARDOWN}::test_a_round_at_the_end_of_the_grace_that_finds_nothing_alive_still_confirms",
+            f"{TEARDOWN}::test_a_close_after_an_exit_that_left_a_stubborn_orphan_takes_one_grace",
+        ),
+        quick=True,
+    ),
+    Mutation(
+        name="collection-holds-the-shutdown",
+        guarantee="a shutdown whose sessions all end on the hangup takes no grace",
+        path="trio_pty/manager.py",
+        old="await self._none_running.wait()",
+        new="await trio.sleep_forever()",
+        tests=(f"{TEARDOWN}::test_a_shutdown_whose_sessions_end_on_the_hangup_takes_no_grace",),
+    ),
+    Mutation(
         name="no-hangup",
         guarantee="teardown starts with a hangup (SIGHUP to the leader and the tty's group)",
         path="trio_pty/posix/reap.py",

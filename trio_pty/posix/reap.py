@@ -99,6 +99,8 @@ class ProcessTable:
         """`pinned_groups` for every session at once, rebuilt after pins or their owners
         changed: each of N teardowns asks every round, and a scan of all the pins for each
         made a round cost N x pins."""
+        self.rounds = Rounds()
+        """Runs the rounds of every teardown that shares this table (see `Rounds`)."""
 
     def snapshot(self, *, not_before: float | None = None, throttle: bool = True) -> Snapshot:
         """A snapshot taken at or after `not_before`, or else (with `throttle`) the newest
@@ -328,7 +330,12 @@ class Teardown:
         self._last_taken = self._last_done = -math.inf
         self._quiet_since: float | None = None
         self._interval = _FIRST_TICK
-        self._leader_gone = trio.Event()
+        self.wake_at = math.inf
+        """When this teardown's next round is due (trio time)."""
+        self._fresh_since = -math.inf
+        self._survivors: dict[int, ProcEntry] | None = {}
+        self._done = False
+        self._error: Exception | None = None
         if leader is not None:
             table.leaders.add(leader.pid)
 
@@ -339,18 +346,21 @@ class Teardown:
     async def run(self) -> TeardownReport:
         assert not self._started, "a Teardown runs once"
         self._started = True
-        survivors: dict[int, ProcEntry] | None = {}
         with trio.move_on_at(self._deadline):
             async with trio.open_nursery() as nursery:
                 if self._leader is not None:
                     nursery.start_soon(self._watch_leader, self._leader)
                 self.hang_up()
                 # Any scan from the last moments will do to start: later rounds catch the rest.
-                survivors = self.scan(trio.current_time() - _FIRST_SCAN_MAX_AGE)
-                while not self.confirmed(survivors):
-                    self.signal(survivors or {})
-                    survivors = self.scan(await self.wait())
+                self._survivors = self.scan(trio.current_time() - _FIRST_SCAN_MAX_AGE)
+                if not self.confirmed(self._survivors):
+                    self.signal(self._survivors or {})
+                    self._schedule()
+                    await self._table.rounds.until_done(self)
                 nursery.cancel_scope.cancel()
+        if self._error is not None:
+            raise self._error
+        survivors = self._survivors
         # A last pass for members that became our zombies since the last scan.
         for pid, start_time in self._seen:
             self._table.reap_member(pid, start_time)
@@ -364,6 +374,24 @@ class Teardown:
             blind=survivors is None,
             unconfirmed=sorted(i for i in groups if self._table.active([i])),
         )
+
+    def step(self) -> None:
+        """One round, run by `Rounds` once `wake_at` has come: scan, then confirmed, or
+        signal and schedule the next round. A failure ends this teardown only (`run`
+        raises it in the session's own task), never the one that happens to drive."""
+        try:
+            self._survivors = self.scan(self._fresh_since)
+            if self.confirmed(self._survivors):
+                self._done = True
+                return
+            self.signal(self._survivors or {})
+            self._schedule()
+        except Exception as exc:
+            self._error, self._done = exc, True
+
+    @property
+    def done(self) -> bool:
+        return self._done
 
     def hang_up(self) -> None:
         """SIGHUP (and SIGCONT) to the leader and SIGHUP to the groups given for it, then
@@ -429,12 +457,18 @@ class Teardown:
     def signal(self, survivors: dict[int, ProcEntry]) -> None:
         """SIGTERM and SIGCONT to the survivors and the safe groups; after `kill_at`,
         SIGKILL (and to anything new in later rounds). A process a group signal reaches
-        gets no signal of its own (one syscall for the whole group)."""
-        if self._quiet_since is not None:
-            return  # nothing alive: this round only waits for the confirming scan
+        gets no signal of its own (one syscall for the whole group).
+
+        The grace ends at `kill_at` whatever the round found, even nothing alive: only a
+        round in the SIGTERM phase is planned at `kill_at` on the newest snapshot there is
+        (see `_schedule`), so a grace left open after it would plan the same round again,
+        at a time already past, on that same snapshot, and the confirming scan (one newer
+        than the snapshot that found nothing) would never come."""
         if self._phase == signal.SIGTERM and trio.current_time() >= self._kill_at:
             self._phase, self._interval = signal.SIGKILL, _FIRST_TICK
             self._killed = len(survivors)
+        if self._quiet_since is not None:
+            return  # nothing alive: this round only waits for the confirming scan
         sig = self._phase
         reached = set(self._groups())
         for pgid in reached:
@@ -449,28 +483,107 @@ class Teardown:
             if sig == signal.SIGTERM:
                 signal_process(entry, signal.SIGCONT)
 
-    async def wait(self) -> float:
-        """Sleep to the next multiple of the interval in trio time (doubling up to
-        _LAST_TICK), or to `kill_at` while it is ahead, and return how fresh the next
-        snapshot must be. Ticks are shared by every teardown, so those woken together share
-        one scan. When the leader exits, look again at the next millisecond tick rather than
-        at once, for the same reason."""
+    def _schedule(self) -> None:
+        """When the next round is due: the next multiple of the interval in trio time
+        (doubling up to _LAST_TICK), or `kill_at` while it is ahead; and how fresh its
+        snapshot must be. Ticks are shared by every teardown, so those due together share
+        one scan."""
         interval = self._interval
         self._interval = min(interval * 2, _LAST_TICK)
-        fresh_since = trio.current_time()  # if the grace ends first: a newer scan
-        wake = trio.Event() if self._leader_gone.is_set() else self._leader_gone
-        with trio.move_on_at(self._kill_at if self._phase == signal.SIGTERM else math.inf):
-            tick = _grid(interval)
-            with trio.move_on_at(tick):
-                await wake.wait()
-                tick = _grid(_FIRST_TICK)
-                await trio.sleep_until(tick)
-            fresh_since = tick
-        return fresh_since
+        tick = _grid(interval)
+        if self._phase == signal.SIGTERM and self._kill_at < tick:
+            # The grace ends first. The SIGKILL round goes out on the newest snapshot there
+            # is: the groups reach what was forked since, and every round after it scans
+            # anew and SIGKILLs whatever it finds. Asking for a scan newer than now put a
+            # scan of every process (10-35 ms at N = 1,024) in the middle of the pass.
+            # That round ends the grace even if it finds nothing alive (see `signal`), so
+            # a round planned here is never planned here again.
+            self.wake_at, self._fresh_since = self._kill_at, -math.inf
+        else:
+            self.wake_at = self._fresh_since = tick
+
+    def _look_soon(self) -> None:
+        """The leader exited: look again at the next millisecond tick rather than at once,
+        so that teardowns whose leaders exit together share the scan."""
+        tick = _grid(_FIRST_TICK)
+        if tick < self.wake_at:
+            self.wake_at = self._fresh_since = tick
+            self._table.rounds.poke()
 
     def _leader_running(self) -> bool:
         return self._leader is not None and self._leader.returncode is None
 
     async def _watch_leader(self, process: trio.Process) -> None:
         await process.wait()
-        self._leader_gone.set()
+        self._look_soon()
+
+
+class Rounds:
+    """Drives the rounds of every teardown sharing a process table, from one task.
+
+    Each teardown used to run its own rounds: at every shared tick, every one of N tasks
+    woke up (and made its cancel scopes and events), and the SIGKILL at the end of the
+    grace went out session by session as their tasks got their turn. Now the task of one
+    teardown (the *driver*) sleeps until the earliest teardown is due, then runs the round
+    of every teardown that is due, one after another on one snapshot; the other teardowns'
+    tasks sleep until theirs is done. When the driver's own teardown is done (or its
+    deadline cancels it), it hands the driving to a teardown still waiting. Each teardown
+    keeps its own deadline, phase, ticks and report: a lone `kill` runs exactly as before.
+    """
+
+    def __init__(self) -> None:
+        self._waiting: dict[Teardown, trio.Event] = {}
+        """Teardowns not done yet -> set when done (and gone from here) or when they must
+        drive. Done ones leave at once, so a hand-over never looks past them."""
+        self._driver: Teardown | None = None
+        self._poked = trio.Event()
+
+    def poke(self) -> None:
+        """A teardown is due sooner than the driver planned (it joined, or its leader
+        exited)."""
+        self._poked.set()
+
+    async def until_done(self, teardown: Teardown) -> None:
+        """Return once `teardown` is done, driving the rounds when nobody else does."""
+        self._waiting[teardown] = event = trio.Event()
+        self.poke()
+        try:
+            while not teardown.done:
+                if self._driver is None:
+                    await self._drive(teardown)
+                else:
+                    await event.wait()
+                    if not teardown.done:  # told to drive
+                        self._waiting[teardown] = event = trio.Event()
+        finally:
+            self._waiting.pop(teardown, None)
+            if self._driver is None:
+                self._hand_over()
+
+    async def _drive(self, own: Teardown) -> None:
+        self._driver = own
+        try:
+            while not own.done:
+                await self._round()
+        finally:
+            self._driver = None
+
+    def _hand_over(self) -> None:
+        """Nobody drives (the driver is done, or was cut off by its deadline, as may be one
+        told to take over): wake a teardown still waiting for its end to drive."""
+        for event in self._waiting.values():
+            event.set()
+            return
+
+    async def _round(self) -> None:
+        """Sleep until the earliest teardown is due (or a poke), then step every due one."""
+        self._poked = trio.Event()
+        with trio.move_on_at(min((t.wake_at for t in self._waiting), default=math.inf)):
+            await self._poked.wait()
+        now = trio.current_time()
+        for teardown, event in list(self._waiting.items()):
+            if teardown.wake_at <= now:
+                teardown.step()
+                if teardown.done:
+                    del self._waiting[teardown]
+                    event.set()
