@@ -30,6 +30,15 @@ async def poll_until(condition: Callable[[], bool], *, timeout: float = 10) -> N
             await trio.sleep(0.01)
 
 
+def comm(pid: int) -> str:
+    """The process's command name ("" once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/comm") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
 async def output_text(manager: Manager, session_id: str, *, owner: str = "default") -> str:
     page = await manager.read(session_id, owner=owner, offset=0, limit=2000)
     return "\n".join(line.text for line in page.lines)

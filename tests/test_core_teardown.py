@@ -22,6 +22,7 @@ from trio_pty.posix import proc, reap
 
 from .helpers import (
     alive,
+    comm,
     numbers_in,
     own_fd_count,
     poll_until,
@@ -150,6 +151,9 @@ async def test_a_round_at_the_end_of_the_grace_that_finds_nothing_alive_still_co
         ["sh", "-c", "trap '' HUP TERM; exec sleep 100"], start_new_session=True
     )
     try:
+        # Not before sh has set its traps: it execs sleep after them (a signal sent sooner
+        # kills it at the teardown's first step).
+        await poll_until(lambda: comm(child.pid) == "sleep", timeout=5)
         entry = proc.read_stat(child.pid)
         assert entry is not None
 

@@ -22,7 +22,7 @@ from trio_pty.manager import Manager
 from trio_pty.posix import proc, reap, spawn
 from trio_pty.posix.sandbox import BubblewrapSandbox
 
-from .helpers import alive, poll_until, tagged_processes, wait_for_status, wait_for_text
+from .helpers import alive, comm, poll_until, tagged_processes, wait_for_status, wait_for_text
 from .rpc_support import open_ws, rpc, start_server
 
 pytestmark = pytest.mark.skipif(
@@ -35,14 +35,6 @@ FAST = trio_pty.Limits(terminate_grace=0.3)
 
 # The real interpreter: a venv's may live under /tmp, which the sandbox replaces.
 REAL_PYTHON = os.path.realpath(sys.executable)
-
-
-def comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as handle:
-            return handle.read().strip()
-    except OSError:
-        return ""
 
 
 @asynccontextmanager
