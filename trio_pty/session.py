@@ -433,7 +433,10 @@ class Session:
         ~1 KiB."""
         outside = self._own_scope is None or not self._own_scope.cancel_called
         if self._under_manager and self._stop_at is None and outside:
-            self._shutdown_moment()
+            # This session's grace counts from that moment too, not from when its teardown
+            # gets to start (the manager's `shut_down` may come after it: up to 1.1 s later
+            # at N = 1,024, with SIGKILL as late).
+            self._stop_at = self._shutdown_moment()
 
     def removed(self) -> None:
         """The manager forgot this session: end every wait and attachment on it."""
