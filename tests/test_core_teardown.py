@@ -320,6 +320,36 @@ async def test_the_grace_counts_from_the_cancel_not_from_the_task_leaving_the_bl
         assert GRACE <= elapsed < GRACE + delay, elapsed
 
 
+async def test_the_grace_counts_from_the_cancel_not_from_the_end_of_its_delivery() -> None:
+    """Trio delivers a cancellation to every blocked task of the cancelled scopes inside
+    `CancelScope.cancel()`, before any of them runs: at N = 1,024 that took 45-50 ms, and
+    the grace counted from the first session task that ran after it. A task in the block
+    whose delivery is slow (0.4 s here) stands for those thousands of tasks: the grace must
+    still count from the cancel, not from 0.4 s later."""
+    delay = 0.4
+
+    def slow_abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+        time.sleep(delay)  # a slow delivery, on purpose
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    with trio.fail_after(20):
+        with trio.CancelScope() as scope:
+            async with trio_pty.open_manager(LIMITS) as manager:
+                for index in range(4):
+                    ready = Wait(pattern="ready", timeout_ms=5000)
+                    await manager.spawn(
+                        "sh", ["-c", IGNORES_TERM], description=f"s{index}", ready=ready
+                    )
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(trio.lowlevel.wait_task_rescheduled, slow_abort)
+                    await trio.sleep(0.05)  # it is blocked, with its abort callback
+                    start = trio.current_time()
+                    scope.cancel()
+                    await trio.sleep_forever()
+        elapsed = trio.current_time() - start
+    assert GRACE <= elapsed < GRACE + delay, elapsed
+
+
 async def test_a_cancelled_spawn_is_not_taken_for_the_managers_shutdown() -> None:
     """A spawn cancelled around the moment its session reports started stays under the
     spawn's cancelled scope (trio does not move a task whose start was cancelled), and its

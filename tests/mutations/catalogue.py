@@ -101,6 +101,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(f"{TEARDOWN}::test_a_cancelled_spawn_is_not_taken_for_the_managers_shutdown",),
     ),
     Mutation(
+        name="grace-from-the-end-of-the-delivery",
+        guarantee="every grace counts from the cancel, not from the end of trio's delivery of it",
+        path="trio_pty/manager.py",
+        old="self._shutting_down_at = trio.current_time() if seen is None else seen",
+        new="self._shutting_down_at = trio.current_time()",
+        tests=(
+            f"{TEARDOWN}::test_the_grace_counts_from_the_cancel_not_from_the_end_of_its_delivery",
+        ),
+    ),
+    Mutation(
         name="driving-not-handed-over",
         guarantee="a teardown outlasting the one that drove the rounds still ends at its grace",
         path="trio_pty/posix/reap.py",
