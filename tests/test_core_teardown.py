@@ -36,6 +36,13 @@ LIMITS = Limits(terminate_grace=GRACE, max_sessions=64, max_sessions_per_owner=6
 IGNORES_TERM = "trap '' HUP TERM; echo ready; while :; do sleep 1; done"
 
 
+async def spawn_ready(manager: trio_pty.Manager, args: list[str], *, count: int) -> None:
+    """`count` sessions of `sh args`, each spawned once it has printed "ready"."""
+    for index in range(count):
+        ready = Wait(pattern="ready", timeout_ms=5000)
+        await manager.spawn("sh", args, description=f"s{index}", ready=ready)
+
+
 # Bounds that tell one grace from two: a grace of 2 s and a margin of 1 s. Measured on the
 # 2-core machine, 40 runs each, 10 of them with both cores kept busy by two `yes` processes:
 # at most grace + 0.02 s for one session, grace + 0.06 s for 16; but with other engineers'
@@ -266,11 +273,7 @@ async def test_a_shutdown_whose_sessions_end_on_the_hangup_takes_no_grace() -> N
     with trio.fail_after(10):
         with trio.CancelScope() as scope:
             async with trio_pty.open_manager(limits) as manager:
-                for index in range(8):
-                    ready = Wait(pattern="ready", timeout_ms=5000)
-                    await manager.spawn(
-                        "sh", ["-c", "echo ready; sleep 100"], description=f"s{index}", ready=ready
-                    )
+                await spawn_ready(manager, ["-c", "echo ready; sleep 100"], count=8)
                 start = trio.current_time()
                 scope.cancel()
                 await trio.lowlevel.checkpoint()
@@ -303,11 +306,7 @@ async def test_the_grace_counts_from_the_cancel_not_from_the_task_leaving_the_bl
         with trio.fail_after(20):
             with trio.CancelScope() as scope:
                 async with trio_pty.open_manager(LIMITS) as manager:
-                    for index in range(4):
-                        ready = Wait(pattern="ready", timeout_ms=5000)
-                        await manager.spawn(
-                            "sh", ["-c", IGNORES_TERM], description=f"s{index}", ready=ready
-                        )
+                    await spawn_ready(manager, ["-c", IGNORES_TERM], count=4)
                     start = trio.current_time()
                     scope.cancel()
                     try:
@@ -335,11 +334,7 @@ async def test_the_grace_counts_from_the_cancel_not_from_the_end_of_its_delivery
     with trio.fail_after(20):
         with trio.CancelScope() as scope:
             async with trio_pty.open_manager(LIMITS) as manager:
-                for index in range(4):
-                    ready = Wait(pattern="ready", timeout_ms=5000)
-                    await manager.spawn(
-                        "sh", ["-c", IGNORES_TERM], description=f"s{index}", ready=ready
-                    )
+                await spawn_ready(manager, ["-c", IGNORES_TERM], count=4)
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(trio.lowlevel.wait_task_rescheduled, slow_abort)
                     await trio.sleep(0.05)  # it is blocked, with its abort callback
