@@ -72,6 +72,12 @@ def tagged_processes(manager: Manager, session_id: str | None = None) -> list[in
     ]
 
 
+def process_state(pid: int) -> str:
+    """`/proc` state letter of `pid` ("T" stopped, "Z" zombie, ...), or "gone"."""
+    entry = proc.read_stat(pid)
+    return "gone" if entry is None else entry.state
+
+
 def alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie (the library's own /proc stat parser)."""
     entry = proc.read_stat(pid)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 import pytest
 import trio
@@ -14,7 +15,14 @@ import trio_pty
 from trio_pty import Limits, errors
 from trio_pty.model import ExitEvent
 
-from .helpers import alive, numbers_in, poll_until, wait_for_status, wait_for_text
+from .helpers import (
+    alive,
+    numbers_in,
+    poll_until,
+    process_state,
+    wait_for_status,
+    wait_for_text,
+)
 
 FAST = Limits(terminate_grace=0.3)
 
@@ -302,6 +310,54 @@ async def test_the_exit_is_recorded_only_after_the_output_is_drained() -> None:
                     events.clear()
                     for session_id in ids:
                         await manager.kill(session_id, cleanup=True)
+            finally:
+                trio.lowlevel.remove_instrument(watch)
+    assert watch.short == {}, f"exit recorded with output still unread: {watch.short}"
+    assert in_callback == [], f"exit announced with output still unread: {in_callback}"
+
+
+def continue_and_hold_until_exited(pid: int, timeout: float) -> None:
+    """Resume the stopped `pid` and hold the whole trio loop (no task runs) until it has
+    exited, without reaping it."""
+    os.kill(pid, signal.SIGCONT)
+    deadline = time.monotonic() + timeout
+    while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        assert time.monotonic() < deadline, f"{pid} did not exit in {timeout} s"
+        time.sleep(0.001)
+
+
+async def test_an_exit_that_wakes_with_its_output_waits_for_the_reader() -> None:
+    """The other test's race, forced: the loop is held while the program writes and exits,
+    so its exit and its output wake the exit watcher and the reader in one batch of tasks.
+    Trio runs a batch in either order (half the time reversed), so in a dozen trials the
+    watcher runs first in some: it must wait for the reader then, not record the exit."""
+    size = 4096  # fits in the kernel unread (17 KiB here)
+    trials = 12
+    in_callback: list[tuple[str, int]] = []
+
+    async def on_exit(event: ExitEvent) -> None:
+        count = manager.get(event.id).byte_count
+        if count != size:
+            in_callback.append((event.id, count))
+
+    with trio.fail_after(30):
+        async with trio_pty.open_manager(FAST, on_exit=on_exit) as manager:
+            watch = ExitWatch(manager, size)
+            trio.lowlevel.add_instrument(watch)
+            try:
+                for _ in range(trials):
+                    info = await manager.spawn(
+                        "sh",
+                        ["-c", f"kill -STOP $$; exec head -c {size} /dev/zero"],
+                        description="burst",
+                        notify_on_exit=True,
+                    )
+                    pid = info.pid
+                    await poll_until(lambda: process_state(pid) == "T")  # noqa: B023
+                    continue_and_hold_until_exited(pid, timeout=5)
+                    await manager.wait_exit(info.id)
+                    assert manager.get(info.id).byte_count == size
+                    await manager.kill(info.id, cleanup=True)
             finally:
                 trio.lowlevel.remove_instrument(watch)
     assert watch.short == {}, f"exit recorded with output still unread: {watch.short}"

@@ -32,17 +32,13 @@ from .helpers import (
     alive,
     own_fd_count,
     poll_until,
+    process_state,
     tagged_processes,
     wait_for_status,
     wait_for_text,
 )
 
 LIMITS = Limits(terminate_grace=0.3, io_timeout=1.0)
-
-
-def _state(pid: int) -> str:
-    entry = proc.read_stat(pid)
-    return "gone" if entry is None else entry.state
 
 
 # ------------------------------------------------------------------ commands that cannot run
@@ -485,7 +481,9 @@ async def test_stopped_grandchildren_are_torn_down_without_waiting_for_the_grace
             info = await manager.spawn("sh", ["-c", script], description="stopped")
             await wait_for_text(manager, info.id, "ready")
             await poll_until(
-                lambda: [_state(p) for p in tagged_processes(manager, info.id)].count("T") >= 3
+                lambda: (
+                    [process_state(p) for p in tagged_processes(manager, info.id)].count("T") >= 3
+                )
             )
             start = trio.current_time()
             await manager.kill(info.id)
@@ -503,7 +501,7 @@ async def test_stopped_child_that_ignores_sigterm_is_killed_after_the_grace() ->
         async with trio_pty.open_manager(Limits(terminate_grace=grace)) as manager:
             info = await manager.spawn("sh", ["-c", script], description="stopped, deaf")
             await wait_for_text(manager, info.id, "ready")
-            await poll_until(lambda: _state(manager.get(info.id).pid) == "T")
+            await poll_until(lambda: process_state(manager.get(info.id).pid) == "T")
             start = trio.current_time()
             final = await manager.kill(info.id)
             elapsed = trio.current_time() - start

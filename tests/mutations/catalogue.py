@@ -58,7 +58,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         except trio.Cancelled:""",
         new="""\
         except trio.Cancelled:""",
-        tests=(f"{SESSIONS}::test_the_exit_is_recorded_only_after_the_output_is_drained",),
+        tests=(
+            f"{SESSIONS}::test_the_exit_is_recorded_only_after_the_output_is_drained",
+            f"{SESSIONS}::test_an_exit_that_wakes_with_its_output_waits_for_the_reader",
+        ),
         quick=True,
     ),
     Mutation(
