@@ -592,9 +592,16 @@ def test_log_matches_model_however_chunked(
     stretch=st.integers(min_value=1, max_value=16),
     pattern=st.sampled_from(["a", "^x", "z$", "title", r"\bxyz\b", "€", "a.*a", r"\Aa", "^$"]),
     start=st.integers(min_value=0, max_value=30),
+    max_bytes=st.none() | st.integers(min_value=1, max_value=40),
 )
 def test_scan_matches_model_however_chunked(
-    stream: bytes, sizes: list[int], capacity: int, stretch: int, pattern: str, start: int
+    stream: bytes,
+    sizes: list[int],
+    capacity: int,
+    stretch: int,
+    pattern: str,
+    start: int,
+    max_bytes: int | None,
 ) -> None:
     compiled = compile_pattern(pattern, ignore_case=False, max_length=100)
     log = make_log(capacity, stretch, 16)
@@ -609,14 +616,17 @@ def test_scan_matches_model_however_chunked(
         assert resume == complete + 1
     else:
         assert resume == max(start, first, complete) if start <= complete else start
-    # One match at a time, resuming each time, gives the same lines.
+    # One match at a time, resuming each time, gives the same lines; so do scans cut
+    # into slices of about `max_bytes` (each slice may start and end mid-stretch).
     one_by_one = []
     line = start
-    while True:
-        hit, line = log.scan(compiled, line, 1)
-        if not hit:
-            break
+    for _ in range(10_000):
+        hit, resumed = log.scan(compiled, line, 1, max_bytes)
         one_by_one.extend(hit)
+        if not hit and (max_bytes is None or resumed >= complete):
+            break
+        assert resumed > line
+        line = resumed
     assert one_by_one == want
 
 
