@@ -603,8 +603,9 @@ class LineLog:
         self._purged_below = 0
         self._first_line_memo = (0, 0)  # (start_offset, first_line)
         self._unfinished_memo: tuple[int, int, str] = (-1, -1, "")
-        # Groups that may still change (see `_group`), kept while the retained output
-        # stays the same: start and end offsets of the ring when they were built.
+        # Groups that may still change (see `_group`; at most three, each at most four
+        # stretches of text), kept while the retained output stays the same: start and
+        # end offsets of the ring when they were built.
         self._provisional: dict[int, tuple[int, bytes, int]] = {}
         self._provisional_at = (-1, -1)
         # Switches to (on) and from the alternate screen, (start, end, on), each a change
@@ -794,7 +795,7 @@ class LineLog:
         entry = (first, text.encode("utf-8"), stop_line - first)
         if closed and final and group * stretch >= start:
             self._remember(group, entry)
-        else:
+        elif len(entry[1]) <= 4 * stretch:  # (one holding a very long line is not kept)
             self._provisional[group] = entry
         return entry
 
