@@ -405,6 +405,11 @@ class Session:
                 except trio.Cancelled:
                     self._note_cancellation()
                     raise
+                if self._notify_done is not None:
+                    # The exit notification was started in the same step that woke us, and
+                    # trio runs the tasks of a batch in either order: let it go first, so
+                    # the teardown's first /proc scan (~1 ms) does not delay the exit event.
+                    await trio.lowlevel.cancel_shielded_checkpoint()
                 await self._teardown()
                 # Everything is gone, so the slave is closed: the reader reaches EIO soon.
                 with trio.move_on_after(self._limits.exit_drain_timeout):
