@@ -24,7 +24,8 @@ for that moment, ~0.1-0.3 ms, less than handing Popen to a worker thread cost.
 
 The functions come from the C library through ctypes: the standard library's
 `os.posix_spawn` has neither `fchdir` nor `closefrom` file actions. They need glibc 2.34
-(`posix_spawn_file_actions_addclosefrom_np`); without them `start` raises OSError(ENOSYS).
+(`posix_spawn_file_actions_addclosefrom_np`); without them `start_leader` raises
+OSError(ENOSYS), which the spawn reports as SpawnFailed.
 """
 
 from __future__ import annotations
@@ -181,7 +182,12 @@ class Child:
         self.send_signal(signal.SIGKILL)
 
     def _reap(self, options: int) -> None:
-        pid, status = os.waitpid(self.pid, options)
+        try:
+            pid, status = os.waitpid(self.pid, options)
+        except ChildProcessError:
+            # Reaped by someone else (an embedding program's waitpid(-1)): the status is
+            # lost; 0, as Popen says then.
+            pid, status = self.pid, 0
         if pid == 0:
             return
         self._returncode = os.waitstatus_to_exitcode(status)
