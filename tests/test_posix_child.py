@@ -117,3 +117,15 @@ async def test_an_exec_failure_is_spawn_failed_and_leaves_no_child(tmp_path: Pat
                 spawn.start_child(
                     argv[0], argv, slave=slave, env={"PATH": "/nonexistent"}, cwd_fd=cwd
                 )
+
+
+async def test_a_leader_reaped_by_someone_else_ends_with_code_0(tmp_path: Path) -> None:
+    """An embedding program's waitpid(-1) can take the status first: the child still ends
+    (returncode 0, as Popen says then) instead of raising ChildProcessError."""
+    with pty_and_workdir(tmp_path) as (_master, slave, cwd):
+        child = spawn.start_child("sh", ["sh", "-c", "exit 5"], slave=slave, env={}, cwd_fd=cwd)
+        with trio.fail_after(10):
+            pid, _status = await trio.to_thread.run_sync(os.waitpid, child.pid, 0)
+            assert pid == child.pid
+            assert await child.wait() == 0
+        assert child.returncode == 0
