@@ -976,6 +976,27 @@ def test_output_travels_as_base64(offset: int, data: bytes, gap: bool) -> None:
     assert (back.offset, back.data, back.gap) == (offset, data, gap)
 
 
+base64_like = st.text(st.sampled_from("AQaz09+/=-_ \n\x00é"), max_size=16) | st.binary(
+    max_size=12
+).map(lambda data: base64.b64encode(data).decode())
+
+
+@given(base64_like)
+def test_bytes_accept_exactly_standard_base64(text: str) -> None:
+    """Bytes travel as standard base64, checked strictly (by pybase64, for speed): what the
+    standard library's strict decoder refuses is refused, what it accepts decodes the same."""
+    try:
+        expected: bytes | None = base64.b64decode(text, validate=True)
+    except ValueError:  # binascii.Error is one
+        expected = None
+    raw = {"offset": 0, "data": text, "gap": False, "next_offset": 0}
+    try:
+        got: bytes | None = wire.structure_result(raw, wire.RawOutput).data
+    except wire.InvalidResult:
+        got = None
+    assert got == expected
+
+
 def test_the_exit_notification_names_itself() -> None:
     event = trio_pty.ExitEvent(
         id="pty_1",

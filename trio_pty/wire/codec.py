@@ -338,7 +338,10 @@ def _decode(frame: str | bytes) -> _Document | Invalid:
         # Integers longer than CPython's int/str conversion limit (4300 digits).
         return _parse_error("number too large")
     # A surrogate can come from a \\u escape, or (for text frames) be in the text itself.
-    maybe = "\\u" in text or (isinstance(frame, str) and not is_unicode(text))
+    # One backslash is looked for first: a one-character search is a memchr (5 us on an
+    # attach chunk's 350 KB), a two-character one a scan (380 us, as long as the parse).
+    escaped = "\\" in text and "\\u" in text
+    maybe = escaped or (isinstance(frame, str) and not is_unicode(text))
     lone = maybe and _has_lone_surrogate(value)
     return _Document(value, decoder.duplicate, decoder.top_duplicates, lone)
 

@@ -18,7 +18,6 @@ line in `trio_pty/rpc/handlers.py`, a section in docs/protocol.md.
 
 from __future__ import annotations
 
-import base64
 import typing
 from collections.abc import Mapping
 from typing import Any, Final, Generic, Literal, TypeVar
@@ -41,7 +40,7 @@ from trio_pty.model import (
     WriteResult,
 )
 from trio_pty.wire.codec import dumps, encode_notification
-from trio_pty.wire.convert import unstructure_result
+from trio_pty.wire.convert import b64encode, unstructure_result
 
 __all__ = [
     "ATTACH",
@@ -509,7 +508,7 @@ def output_frame(session_id: str, chunk: OutputChunk) -> str:
     That text is most of the frame and can hold nothing JSON must escape, and scanning it
     cost the attach stream more than encoding it did (docs/benchmarks.md).
     """
-    data = base64.b64encode(chunk.data).decode("ascii")
+    data = b64encode(chunk.data)
     gap = "true" if chunk.gap else "false"
     return (
         f'{{"jsonrpc":"2.0","method":"pty.output","params":{{"id":{dumps(session_id)},'
