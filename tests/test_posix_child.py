@@ -14,7 +14,7 @@ import trio
 
 import trio_pty
 from trio_pty import Limits, errors
-from trio_pty.posix import proc, spawn
+from trio_pty.posix import child, proc, spawn
 
 from .helpers import wait_for_status, wait_for_text
 
@@ -129,3 +129,16 @@ async def test_a_leader_reaped_by_someone_else_ends_with_code_0(tmp_path: Path) 
             assert pid == child.pid
             assert await child.wait() == 0
         assert child.returncode == 0
+
+
+@pytest.mark.parametrize("where", ["argv", "env"])
+def test_a_nul_in_a_string_is_refused_not_cut_short(tmp_path: Path, where: str) -> None:
+    """A C string ends at its first NUL: `sh -c "true\\0; rm x"` would run `true`. The
+    manager refuses NUL in every text before this point; the start refuses it as well."""
+    argv = ["/bin/sh", "-c", "true\0; echo no"] if where == "argv" else ["/bin/true"]
+    env = {"A": "b\0c"} if where == "env" else {}
+    with (
+        pty_and_workdir(tmp_path) as (_master, slave, cwd),
+        pytest.raises(ValueError, match="embedded NUL"),
+    ):
+        child.start_leader(argv[0], argv, env, tty=slave, cwd_fd=cwd)

@@ -133,6 +133,11 @@ def start_leader(
 
 
 def _strings(items: list[bytes]) -> ctypes.Array[ctypes.c_char_p]:
+    """A NULL-terminated array of C strings. A NUL inside one would silently cut it short
+    (the manager refuses NUL in every text it is given; this keeps the promise here too)."""
+    for item in items:
+        if b"\0" in item:
+            raise ValueError(f"embedded NUL in {item[:40]!r}")
     return (ctypes.c_char_p * (len(items) + 1))(*items, None)
 
 
