@@ -39,7 +39,7 @@ shell is back at its prompt:
   paste decision, writing, waiting for the end mark (D) through the session's reader and
   mark parser, then for the prompt mark (B), and building the CommandResult.
 - *floor*: the same shell started with the same scripts under a bare `os.openpty()` +
-  `trio.lowlevel.open_process` (through `setsid -c`, as trio-pty does); `os.write` of the
+  `trio.lowlevel.open_process` (through `setsid -c` for the controlling tty); `os.write` of the
   same keystrokes (a bracketed paste and Enter), then `wait_readable` + `os.read` on the
   master until D and then B have arrived. This is what any client of the same shell must
   pay: the shell's own work (readline or ZLE, PS0, PROMPT_COMMAND or precmd) is in both.

@@ -1,8 +1,9 @@
 """Scenario 2: spawn latency of `sh -c 'echo ready'`, to the first byte and to reaped.
 
 Variants, interleaved: trio-pty, the floor (bare os.openpty + trio.lowlevel.open_process, no
-controlling tty), the floor with a controlling tty through util-linux `setsid -c` (what
-trio-pty does, without the library around it), ptyprocess and pexpect. Then all of them
+controlling tty), the floor with a controlling tty through util-linux `setsid -c` (the
+usual way with subprocess; trio-pty's own posix_spawn start needs no extra exec),
+ptyprocess and pexpect. Then all of them
 again while this process holds 512 MB of touched buffers (fork copies page tables; vfork,
 which CPython's subprocess uses when it can, does not).
 """
@@ -13,7 +14,6 @@ import errno
 import gc
 import os
 import shutil
-import signal
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -24,7 +24,6 @@ from ptyprocess import PtyProcess  # type: ignore[import-untyped]
 
 import trio_pty
 from trio_pty import ExitEvent, Limits
-from trio_pty.posix import spawn
 
 from . import procs, stats
 from .harness import Context, Result
@@ -43,7 +42,8 @@ order, many samples each:
 - *floor*: `os.openpty()` + `trio.lowlevel.open_process` with the slave as stdio, no
   controlling tty (vfork + exec); wait_readable + `os.read` until EIO, then `wait()`.
 - *floor + ctty*: the same, exec'ing through util-linux `setsid -c` to get a controlling tty
-  (the library's spawn path, without the library).
+  (what subprocess needs for one, and what trio-pty did before it started children with
+  glibc's `posix_spawn`, which takes the tty in the child itself).
 - *trio-pty*: `manager.spawn(...)` (validation, policy, environment, workdir handle, the
   session's task tree), first byte through `manager.attach`, reaped when the exit callback
   fires (the library reports an exit only after the leader is reaped and the output drained);
@@ -291,15 +291,6 @@ def _summarize(
             f"The bubblewrap sandbox adds {added['first_byte']:.2f} ms to the median first "
             f"byte and {added['reaped']:.2f} ms to the median reaped time ("
             "its namespaces and mounts, one sh, one bwrap and one env exec)."
-        )
-    passed_on = spawn.inherited_ignores()
-    if passed_on:
-        names = ", ".join(signal.Signals(sig).name for sig in passed_on if sig < signal.SIGRTMIN)
-        result.notes.append(
-            f"This run's process ignores {names}, so trio-pty starts each child through "
-            "`env --default-signal` (one more exec) to give it default signal handling; the "
-            "floor and the peers pass the ignored signals on. Run from a shell that does not "
-            "ignore them (not as a background job of a script) to compare like with like."
         )
     flat = result.params["flat_ratio"]
     growth = {

@@ -83,8 +83,8 @@ the keeper, not how late PID 1 reaps orphans; checks start at 90% of the grace, 
 checking does not compete with the keeper for the CPU before anything can be gone. The
 keeper's own exit is timed too.
 
-The naive way, run interleaved with it on the same workload: the same spawn path (a PTY,
-`setsid -c` for the controlling tty) and a reader task per session; at the start, the readers
+The naive way, run interleaved with it on the same workload: a PTY, `setsid -c` for the
+controlling tty, and a reader task per session; at the start, the readers
 are cancelled, every leader gets SIGTERM, then SIGKILL if still there after the same grace,
 is waited for, and its master is closed. Everything else is left to the kernel (SIGHUP to the
 foreground group when the leader dies) and to PID 1 (reaping orphans). Its time is when the

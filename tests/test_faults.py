@@ -110,23 +110,22 @@ async def test_an_executable_found_after_a_non_executable_one_on_path_runs(
             assert lines == ["right tool"]
 
 
-async def test_a_script_with_a_missing_interpreter_exits_127_with_the_reason(
+async def test_a_script_with_a_missing_interpreter_fails_the_spawn_with_the_reason(
     tmp_path: Path,
 ) -> None:
-    """Known limit: the command exists and is executable, so only exec can tell that its
-    interpreter is missing. The spawn succeeds; the helper reports inside the PTY and the
-    session exits with 127 (docs/guarantees.md, "What can still escape")."""
+    """The command exists and is executable, so only exec can tell that its interpreter is
+    missing. posix_spawn reports the exec's failure, so the spawn fails, naming the cause,
+    and nothing is left running (a `setsid` helper in front of the command used to report it
+    inside the PTY, with exit code 127)."""
     script = tmp_path / "script"
     script.write_text("#!/nonexistent/interpreter\necho hi\n")
     script.chmod(0o755)
     with trio.fail_after(10):
         async with trio_pty.open_manager(LIMITS) as manager:
-            info = await manager.spawn(str(script), description="bad interpreter")
-            await wait_for_status(manager, info.id, "exited")
-            final = manager.get(info.id)
-            assert (final.exit_code, final.exit_signal) == (127, None)
-            text = (await manager.read(info.id)).lines[0].text
-            assert "No such file or directory" in text and str(script) in text
+            with pytest.raises(errors.SpawnFailed, match="interpreter") as failed:
+                await manager.spawn(str(script), description="bad interpreter")
+            assert str(script) in failed.value.message
+            assert manager.list() == []
 
 
 # ------------------------------------------------------------------ workdirs that vanish

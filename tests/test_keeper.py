@@ -495,7 +495,7 @@ async def test_trio_pty_serve_killed_by_sigkill_leaves_nothing(
                     info = await client.request(
                         SpawnParams(command="bash", args=["-c", STUBBORN], description="stubborn")
                     )
-                # Empty while the leader execs (setsid, then the program): wait it out.
+                # Unreadable for a moment around the leader's exec: wait it out.
                 await poll_until(lambda: proc.read_tags(info.pid) is not None)
                 tags = proc.read_tags(info.pid)
                 assert tags is not None
@@ -538,7 +538,7 @@ async def test_trio_pty_serve_restarted_on_its_state_dir_ends_what_it_left(tmp_p
                     info = await client.request(
                         SpawnParams(command="bash", args=["-c", STUBBORN], description="stubborn")
                     )
-            # Empty while the leader execs (setsid, then the program): wait it out.
+            # Unreadable for a moment around the leader's exec: wait it out.
             await poll_until(lambda: proc.read_tags(info.pid) is not None)
             tags = proc.read_tags(info.pid)
             assert tags is not None

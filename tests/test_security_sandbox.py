@@ -253,7 +253,7 @@ async def test_the_wrappers_death_kills_everything_inside(tmp_path: Path) -> Non
     master, slave = spawn.open_pty(24, 80)
     cwd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        process = await spawn.start_child("sh", argv, slave=slave, env=env, cwd_fd=cwd)
+        process = spawn.start_child("sh", argv, slave=slave, env=env, cwd_fd=cwd)
 
         def sleepers() -> list[int]:
             snapshot = reap.ProcessTable().snapshot()

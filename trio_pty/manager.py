@@ -393,13 +393,14 @@ class Manager(metaclass=_NoPublicConstructor):
         *,
         readable: Sequence[str] = (),
     ) -> builtins.list[str]:
-        """What to exec after the setsid step; may replace `child_env`'s content (sandbox).
+        """What the session's leader execs; may replace `child_env`'s content (sandbox).
         `readable` names paths of ours the program must read (a shell's startup files).
 
         Without command rules the command is looked up in the child's own PATH (a client may
-        set PATH), here once so that a bad command fails with its reason, then again by the
-        setsid helper so the program sees argv[0] as given. Under rules it is resolved with
-        our PATH, absolute entries only, and that path is what runs. Then the sandbox wraps it.
+        set PATH), here once so that a bad command fails with its reason, then again by
+        `spawn.start_child` (in the opened workdir) so the program sees argv[0] as given.
+        Under rules it is resolved with our PATH, absolute entries only, and that path is
+        what runs. Then the sandbox wraps it.
         """
         if self._env_allow is None:
             spawn.resolve_command(command, path=child_env.get("PATH", os.defpath), cwd=workdir)

@@ -41,6 +41,7 @@ from .output.echo import after_echo
 from .output.search import CompiledPattern
 from .output.stubber import QueryResponder
 from .posix import proc, reap, spawn, timer
+from .posix.child import Child
 from .shell.history import ShellTracker
 
 log = logging.getLogger("trio_pty")
@@ -280,7 +281,7 @@ class Session:
         self._detached_lot = trio.lowlevel.ParkingLot() if idle_timeout is not None else None
         self._on_change = on_change
         self._master = -1
-        self._process: trio.Process | None = None
+        self._process: Child | None = None
         self._write_lock: trio.Lock | None = None  # made by the first write
         self._stop = trio.Event()
         self._eof = Latch()
@@ -371,7 +372,7 @@ class Session:
         self._last_input_at = trio.current_time()  # idle counts from the start
         try:
             try:
-                self._process = await spawn.start_child(
+                self._process = spawn.start_child(
                     self.command, argv, slave=slave, env=env, cwd_fd=cwd_fd
                 )
             finally:
@@ -404,6 +405,11 @@ class Session:
                 except trio.Cancelled:
                     self._note_cancellation()
                     raise
+                if self._notify_done is not None:
+                    # The exit notification was started in the same step that woke us, and
+                    # trio runs the tasks of a batch in either order: let it go first, so
+                    # the teardown's first /proc scan (~1 ms) does not delay the exit event.
+                    await trio.lowlevel.cancel_shielded_checkpoint()
                 await self._teardown()
                 # Everything is gone, so the slave is closed: the reader reaches EIO soon.
                 with trio.move_on_after(self._limits.exit_drain_timeout):
@@ -690,7 +696,7 @@ class Session:
 
     # ----------------------------------------------------------------- teardown
 
-    def _way_out_of(self, process: trio.Process) -> reap.Teardown:
+    def _way_out_of(self, process: Child) -> reap.Teardown:
         """The session's Teardown, made once (by a kill request, or by the teardown)."""
         if self._way_out is None:
             if self._stop_at is None:

@@ -67,8 +67,7 @@ sys.exit(main(sys.argv[2:]))
 class Leader(NamedTuple):
     """A session as the keeper and the state directory know it: its leader's pid and start
     time, which name it until it is reaped. (Its group and session ids are not recorded:
-    read right after the spawn they can still be ours, since the leader's `setsid -c` step
-    may not have run yet; once it has, both equal the pid.)"""
+    both equal the pid, as the leader calls setsid() before its exec.)"""
 
     session: str
     owner: str

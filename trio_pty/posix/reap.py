@@ -26,6 +26,7 @@ from typing import Final
 import attrs
 import trio
 
+from .child import Child
 from .proc import (
     OUT_OF_RESOURCES,
     ProcEntry,
@@ -304,15 +305,15 @@ class Teardown:
         *,
         kill_at: float,
         deadline: float,
-        leader: trio.Process | None = None,
+        leader: Child | None = None,
         groups: Callable[[], Iterable[int]] = tuple,
         hang_up: Callable[[], Iterable[int]] = tuple,
         tags: Tags | None = None,
     ) -> None:
         """`groups` names the process groups that are safe to signal right now (groups
         catch members forked after the last scan); `hang_up` the groups that get SIGHUP
-        first (the leader gets it too); `leader` is the trio Process we hold, reaped by
-        trio; `tags` the session's, under which its members' groups are remembered."""
+        first (the leader gets it too); `leader` is the child we hold, reaped by its
+        `Child`; `tags` the session's, under which its members' groups are remembered."""
         self._find = find
         self._table = table
         self._kill_at = kill_at
@@ -513,7 +514,7 @@ class Teardown:
     def _leader_running(self) -> bool:
         return self._leader is not None and self._leader.returncode is None
 
-    async def _watch_leader(self, process: trio.Process) -> None:
+    async def _watch_leader(self, process: Child) -> None:
         await process.wait()
         self._look_soon()
 

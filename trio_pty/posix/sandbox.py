@@ -2,7 +2,8 @@
 
 The manager applies a sandbox last, after validation, authorization (which judges the user's
 own command line, never the wrapper), the environment policy and PATH resolution: `wrap`
-turns the command's argv into the argv that is exec'd after the `setsid -c` step. So the pid
+turns the command's argv into the argv the session's leader execs (after the spawn's setsid
+and controlling-tty steps, `posix/child.py`). So the pid
 the manager holds is still the session leader with the PTY as its controlling tty, whatever
 runs inside, and `SessionInfo.command` stays the user's command.
 
@@ -18,8 +19,9 @@ here (tests/test_security_sandbox.py):
 - the workdir is bound from `/proc/self/cwd`, not from its path: the spawn starts the chain
   in the already opened workdir descriptor, so a path swapped meanwhile binds nothing else;
 - a `sh` waits for bwrap instead of exec'ing it: `--die-with-parent` is PR_SET_PDEATHSIG,
-  which fires when the parent *thread* exits, and trio starts children from a worker thread
-  that exits after 10 s idle (measured: bwrap exec'd directly was SIGKILLed then). The `sh`
+  which fires when the parent *thread* exits, and trio started children from a worker
+  thread that exits after 10 s idle (measured: bwrap exec'd directly was SIGKILLed then;
+  children now start from the event loop's thread, but any thread may run it). The `sh`
   lives as long as the session, so its death (teardown) kills bwrap, and bwrap's death kills
   the PID namespace: everything inside (`kills_all`);
 - that `sh` and bwrap ignore SIGINT, SIGQUIT, SIGHUP and SIGTERM, and the command gets
@@ -59,7 +61,7 @@ class Sandbox(Protocol):
     path), the child's final environment, the real path of the working directory (the process
     is started *in* that directory, from its open descriptor) and paths of the manager's that
     the program must be able to read (a shell session's startup files), and returns the argv
-    and env to exec after the setsid step. `kills_all` says whether the wrapper's death kills
+    and env the session's leader execs. `kills_all` says whether the wrapper's death kills
     everything started inside it (a PID namespace does).
     """
 

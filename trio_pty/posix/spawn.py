@@ -1,44 +1,29 @@
 """Open a PTY and start a child on it as a session leader with the PTY as controlling tty.
 
-Why not `preexec_fn`: it forces CPython's fork path (2.6x slower than vfork, and 19 ms instead
-of 1.4 ms once the parent holds 512 MB). Instead the child is started through util-linux
-`setsid -c`, a tiny exec'd step that calls setsid() and TIOCSCTTY on its stdin (+0.5 ms).
-`setsid` forks when its caller already leads a process group, so we must NOT also pass
-`start_new_session=True`: the pid we hold would exit at once and the real child would run
-unobserved. The child inherits our process group, so `setsid` does not fork, and the pid we
-hold is the session leader (a test checks this).
+The start itself is `child.start_leader` (glibc posix_spawn: setsid, default signal
+handling, the slave reopened as controlling tty, fchdir to the opened workdir, every other
+descriptor closed, then one exec). Why not `preexec_fn`: it forces CPython's fork path
+(2.6x slower than vfork, and 19 ms instead of 1.4 ms once the parent holds 512 MB). Why no
+longer util-linux `setsid -c` in front of the command: that exec and the Popen machinery
+around it were 1.3 ms of a 3 ms spawn.
 
-The child starts in an already opened directory (`cwd=/proc/self/fd/N`): CPython's child
-calls chdir() before it closes inherited descriptors, so the path is the open handle itself,
-not a name looked up again after authorization.
+The child starts in an already opened directory (`fchdir` on its descriptor): the path is
+the open handle itself, not a name looked up again after authorization.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
-import logging
 import os
-import shutil
-import signal
 import stat
 import struct
-import subprocess
 import termios
 from collections.abc import Mapping, Sequence
 
-import trio
-
 from ..errors import SpawnFailed
+from .child import Child, start_leader
 
-log = logging.getLogger(__name__)
-
-_SETSID = shutil.which("setsid")
-_ENV = shutil.which("env")
-# Python ignores these itself; subprocess's restore_signals resets them in the child.
-_RESTORED = frozenset({signal.SIGPIPE, signal.SIGXFSZ})
-_UNCATCHABLE = frozenset({signal.SIGKILL, signal.SIGSTOP})
-_reset_helper: list[str] | None = None  # decided on first need; [] when unavailable
 _IUTF8 = 0o40000  # Linux value; termios only exports it from Python 3.12
 
 
@@ -85,7 +70,7 @@ def spawn_failed(command: str, exc: OSError) -> SpawnFailed:
 
 def resolve_command(command: str, *, path: str, cwd: str, absolute_dirs_only: bool = False) -> str:
     """Find the executable the way execvp would, so that a bad command fails here, with the
-    OS reason, instead of as a message from the setsid helper inside the PTY.
+    OS reason and a message about the command, before anything is started.
 
     `absolute_dirs_only` skips empty and relative PATH entries: they name directories below
     the workdir, which a client may be able to fill (used when the result is what runs)."""
@@ -100,11 +85,12 @@ def resolve_command(command: str, *, path: str, cwd: str, absolute_dirs_only: bo
         candidate = os.path.join(directory or ".", command)
         if not os.path.isabs(candidate):
             candidate = os.path.join(cwd, candidate)
+        if not os.path.lexists(candidate):
+            continue  # one lstat for each directory without it, and no exception
         try:
             _check_executable(candidate, command)
         except SpawnFailed as failure:
-            if os.path.lexists(candidate):
-                reasons.append(failure.message)
+            reasons.append(failure.message)
             continue
         return candidate
     if reasons:
@@ -124,95 +110,57 @@ def _check_executable(candidate: str, command: str) -> None:
         raise SpawnFailed(f"Cannot run {command}: permission denied", command=command)
 
 
-async def start_child(
+def start_child(
     command: str,
     argv: Sequence[str],
     *,
     slave: int,
     env: Mapping[str, str],
     cwd_fd: int,
-) -> trio.Process:
-    """Start `argv` as a session leader whose controlling tty is `slave` (`command` is the
-    user's command, for messages).
+) -> Child:
+    """Start `argv` as a session leader whose controlling tty is `slave`, in the directory
+    `cwd_fd`, with exactly `env` (`command` is the user's command, for messages).
 
-    Call `resolve_command` first: the helper looks `argv[0]` up again in the child's PATH
-    (so the program sees argv[0] as given), and reports a failure only inside the PTY. A
-    sandbox's argv goes here as it is: the setsid step comes first, so the pid we hold is
-    the session leader whatever the sandbox runs inside it.
+    `argv[0]` is looked up in `env`'s PATH as execvp would (relative entries count from the
+    workdir), and the program sees it as given. Call `resolve_command` first for the
+    message a bad command deserves. A sandbox's argv goes here as it is: the pid we hold
+    is the session leader whatever the sandbox runs inside it.
     """
-    if _SETSID is None:
-        raise SpawnFailed("util-linux `setsid` is required but not on PATH", command=command)
-    argv = [*_signal_reset(), _SETSID, "-c", "--", *argv]
-    try:
-        return await trio.lowlevel.open_process(
-            argv,
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            env=dict(env),
-            cwd=f"/proc/self/fd/{cwd_fd}",
-            close_fds=True,
-            restore_signals=True,
+    executable = _executable(argv[0], env.get("PATH", os.defpath), cwd_fd)
+    if executable is None:
+        raise SpawnFailed(
+            f"Command not found: {command} (not on the session's PATH)", command=command
         )
+    try:
+        return start_leader(executable, argv, env, tty=slave, cwd_fd=cwd_fd)
     except OSError as exc:
+        if exc.errno == errno.ENOENT and _exists(executable, cwd_fd):
+            # The file is there: what exec did not find is the interpreter its #! line names.
+            message = f"Cannot run {command}: its interpreter (the #! line) was not found"
+            raise SpawnFailed(message, command=command) from None
         raise spawn_failed(command, exc) from None
-    except subprocess.SubprocessError as exc:
-        raise SpawnFailed(f"Cannot run {command}: {exc}", command=command) from None
 
 
-def inherited_ignores() -> list[int]:
-    """Signals this process ignores that a child would inherit: an ignored disposition
-    survives exec. A server started by `nohup`, or as a background job of a script, ignores
-    SIGHUP or SIGINT and SIGQUIT, and its shells would then ignore Ctrl-C (a shell cannot
-    even trap a signal ignored on entry)."""
-    return [
-        sig
-        for sig in signal.valid_signals()
-        if sig not in _RESTORED
-        and sig not in _UNCATCHABLE
-        and signal.getsignal(sig) is signal.SIG_IGN
-    ]
-
-
-def _signal_reset() -> list[str]:
-    """The exec prefix that gives the child default signal dispositions and an empty signal
-    mask (both survive exec), when this thread would pass on anything else; usually nothing,
-    and one exec less."""
-    global _reset_helper
-    passed_on = [*inherited_ignores(), *signal.pthread_sigmask(signal.SIG_BLOCK, ())]
-    if not passed_on:
-        return []
-    if _reset_helper is None:
-        _reset_helper = _find_reset_helper()
-        if not _reset_helper:
-            names = ", ".join(sorted({_signal_name(sig) for sig in passed_on}))
-            log.warning(
-                "PTY children inherit this process's ignored or blocked %s: GNU `env "
-                "--default-signal` (coreutils >= 8.31) is needed to reset them",
-                names,
-            )
-    return _reset_helper
-
-
-def _signal_name(sig: int) -> str:
+def _exists(path: str, cwd_fd: int) -> bool:
     try:
-        return signal.Signals(sig).name
-    except ValueError:  # a real-time signal
-        return f"signal {sig}"
+        os.stat(path, dir_fd=cwd_fd)
+    except OSError:
+        return False
+    return True
 
 
-def _find_reset_helper() -> list[str]:
-    if _ENV is None:
-        return []
-    try:
-        probe = subprocess.run(
-            [_ENV, "--default-signal", "true"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [_ENV, "--default-signal", "--"] if probe.returncode == 0 else []
+def _executable(name: str, path: str, cwd_fd: int) -> str | None:
+    """What execvp would run for `name`: itself when it holds a slash, else the first
+    executable non-directory along `path`; relative results count from `cwd_fd`, as the
+    child resolves them after its fchdir."""
+    if "/" in name:
+        return name
+    for directory in path.split(os.pathsep):
+        candidate = os.path.join(directory or ".", name)
+        try:
+            info = os.stat(candidate, dir_fd=cwd_fd)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) and os.access(candidate, os.X_OK, dir_fd=cwd_fd):
+            return candidate
+    return None
