@@ -3,7 +3,9 @@ Python's `re` over the same lines for contrast, pathological pattern included.""
 
 from __future__ import annotations
 
+import cProfile
 import os
+import pstats
 import random
 import re
 import shutil
@@ -363,3 +365,36 @@ def run(ctx: Context) -> Result:
         "bytes_written": len(contents["log"]),
     }
     return result
+
+
+def profile(ctx: Context, n: int, out: str) -> None:
+    """`python -m benchmarks --profile reading`: the suite's closest case, `(a+)+$` over the
+    lines of a's (it matches none: each line ends in "!"), searched warm `n` times
+    (`--sessions`, default 256) under cProfile. Prints the median warm search and RE2's own
+    scan of the same text, interleaved outside the profiler, then where the search's time
+    went (RE2's share is `re2._re2.Match`)."""
+    pattern = r"(a+)+$"
+    buffer = filled(aaa_text(1_250_000))
+
+    def search() -> Any:
+        compiled = compile_pattern(pattern, ignore_case=False, max_length=500)
+        return buffer.read(buffer.first_line, 2000, compiled)
+
+    search()  # cold: fills the clean-text cache
+    text = "\n".join(clean_lines(buffer))
+    warm, scan = [], []
+    for _ in range(n):
+        warm.append(_timed(search)[0] * 1000)
+        scan.append(_timed(lambda: re2_scan(text, pattern, False))[0] * 1000)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(n):
+        search()
+    profiler.disable()
+    profiler.dump_stats(out)
+    median_warm, median_scan = stats.summarize(warm)["median"], stats.summarize(scan)["median"]
+    print(
+        f"{n} warm searches of {pattern} over 1 MB of a's: median {median_warm:.3f} ms, RE2's "
+        f"own scan {median_scan:.3f} ms ({median_warm / median_scan:.2f}x); profile in {out}"
+    )
+    pstats.Stats(out).sort_stats("tottime").print_stats(15)

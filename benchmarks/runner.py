@@ -284,13 +284,15 @@ def main(argv: list[str] | None = None) -> int:
         "--profile",
         metavar="SCENARIO",
         help="run one case of SCENARIO under cProfile (memory: tracemalloc) and print where "
-        "the time (memory) went (scenarios with a profile: teardown, throughput, rpc, memory)",
+        "the time (memory) went (scenarios with a profile: teardown, throughput, reading, rpc, "
+        "memory)",
     )
     parser.add_argument(
         "--sessions",
         type=int,
         default=256,
-        help="with --profile teardown: N; rpc: reads; memory: idle sessions (default 256)",
+        help="with --profile teardown: N; rpc: reads; reading: searches; memory: idle sessions "
+        "(default 256)",
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--child-out", help=argparse.SUPPRESS)

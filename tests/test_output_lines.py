@@ -546,6 +546,10 @@ def check_log(log: LineLog, stream: bytes, capacity: int) -> None:
         assert log.line_of_offset(start - 1) == first
     nonblank = [text for text in expected[first:] if text.strip()]
     assert log.last_nonblank_line() == (nonblank[-1] if nonblank else "")
+    # The groups kept until output arrives: the oldest, the newest and one showing a
+    # running full-screen program at most, none holding more than four stretches of text.
+    assert len(log._provisional) <= 3
+    assert all(len(blob) <= 4 * log._stretch for _, blob, _ in log._provisional.values())
 
 
 chunkings = st.lists(st.integers(min_value=0, max_value=23), max_size=30)
@@ -592,9 +596,16 @@ def test_log_matches_model_however_chunked(
     stretch=st.integers(min_value=1, max_value=16),
     pattern=st.sampled_from(["a", "^x", "z$", "title", r"\bxyz\b", "€", "a.*a", r"\Aa", "^$"]),
     start=st.integers(min_value=0, max_value=30),
+    max_bytes=st.none() | st.integers(min_value=1, max_value=40),
 )
 def test_scan_matches_model_however_chunked(
-    stream: bytes, sizes: list[int], capacity: int, stretch: int, pattern: str, start: int
+    stream: bytes,
+    sizes: list[int],
+    capacity: int,
+    stretch: int,
+    pattern: str,
+    start: int,
+    max_bytes: int | None,
 ) -> None:
     compiled = compile_pattern(pattern, ignore_case=False, max_length=100)
     log = make_log(capacity, stretch, 16)
@@ -609,14 +620,17 @@ def test_scan_matches_model_however_chunked(
         assert resume == complete + 1
     else:
         assert resume == max(start, first, complete) if start <= complete else start
-    # One match at a time, resuming each time, gives the same lines.
+    # One match at a time, resuming each time, gives the same lines; so do scans cut
+    # into slices of about `max_bytes` (each slice may start and end mid-stretch).
     one_by_one = []
     line = start
-    while True:
-        hit, line = log.scan(compiled, line, 1)
-        if not hit:
-            break
+    for _ in range(10_000):
+        hit, resumed = log.scan(compiled, line, 1, max_bytes)
         one_by_one.extend(hit)
+        if not hit and (max_bytes is None or resumed >= complete):
+            break
+        assert resumed > line
+        line = resumed
     assert one_by_one == want
 
 
@@ -691,6 +705,32 @@ def test_cache_stays_bounded() -> None:
             log.lines(log.first_line, log.total_lines)
     assert log._cache_bytes <= log._cache_budget
     assert all(group >= log._purged_below for group in log._cache)
+
+
+def test_groups_that_may_change_are_cleaned_once_while_nothing_arrives() -> None:
+    """The oldest group (partly rotated out) and the newest (not yet closed) are kept while
+    no output arrives, rebuilt once it does; a group holding a long line is not kept."""
+    log = make_log(capacity=20, stretch=8, block=8)
+    stream = b"abc\ndef\nghi\njkl\nmnopq\nr"  # keeps bytes 3-22: "def" starts in group 0
+    log.append(stream)
+    assert log.lines(0, 10) == ["def", "ghi", "jkl", "mnopq", "r"]
+    kept = dict(log._provisional)
+    assert sorted(kept) == [0, 2]  # group 1 (8-15) is closed: cached for good
+    assert log.scan(compile_pattern("q", ignore_case=False, max_length=10), 0, 5) == (
+        [(4, "mnopq")],
+        5,
+    )
+    assert all(log._provisional[group] is kept[group] for group in kept)  # nothing cleaned
+    for more in (b"s\nt", b"u\n"):
+        log.append(more)
+        stream += more
+        fresh = make_log(capacity=20, stretch=8, block=8)
+        fresh.append(stream)
+        assert log.lines(0, 20) == fresh.lines(0, 20)
+    long_line = make_log(capacity=55, stretch=4, block=16)
+    long_line.append(b"x" * 26 + b"\n" + b"y" * 50 + b"\nzz")  # kept from 25: the "y"s start
+    assert long_line.lines(0, 10) == ["y" * 50, "zz"]
+    assert long_line._provisional == {}  # in the oldest stretch (24-27), 51 bytes
 
 
 @given(lines=st.lists(st.binary(max_size=5).map(lambda b: b.replace(b"\n", b"")), max_size=300))

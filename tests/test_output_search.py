@@ -90,6 +90,34 @@ def test_batch_search_finds_exactly_the_matching_lines(
     assert found == expected
 
 
+@given(
+    parts=st.lists(st.tuples(st.sampled_from(ATOMS), st.booleans()), min_size=1, max_size=4),
+    line=st.text(alphabet="ab é\t", max_size=8),
+)
+def test_groups_change_no_match(parts: list[tuple[str, bool]], line: str) -> None:
+    """Patterns compile without captures (a search reports lines, not groups): each match
+    is the one RE2 finds with them (compared as UTF-8 byte spans, as the batch search sees
+    them: on a str the binding converts spans to characters through every group's offsets,
+    which for `\\C` inside a character gives another count)."""
+    groups = [
+        f"(?P<g{i}>{atom})+" if named else f"({atom})*" for i, (atom, named) in enumerate(parts)
+    ]
+    pattern = "".join(groups)
+    try:
+        compiled = compile_(pattern)
+    except errors.InvalidInput:
+        return
+    options = re2.Options()
+    options.log_errors = False
+    with_groups = re2.compile(pattern, options)
+    re2.purge()
+    text = line.encode()
+    expected = with_groups.search(text)
+    found = compiled.search(text)
+    assert (found and found.span()) == (expected and expected.span())
+    assert (compiled.search(line) is None) == (expected is None)
+
+
 def test_unsafe_constructs_fall_back_to_line_by_line() -> None:
     for pattern in (r"\Aab", r"ab\z", r"a\Cb", "(?-m:^a)", "(?i-m)^a"):
         compiled = compile_(pattern)

@@ -10,8 +10,9 @@ a backspace or an in-row edit (cursor left/right/column, erase, delete, insert) 
 in Python, by a model of the terminal rows the line takes at the window's width in force
 (`replay_line`; the widths come from `note_width`). Closed groups are
 cached as UTF-8 blobs, which is also what the pattern search scans; the cache follows the
-ring as it rotates and is capped in size. The unfinished last line is cleaned afresh
-whenever it has grown.
+ring as it rotates and is capped in size. The groups that may still change (the oldest and
+the newest, mostly) and the unfinished last line are cleaned afresh only when output arrived
+since.
 
 Full-screen programs draw on the alternate screen, whose bytes make no sense as lines: each
 span of it is collapsed into one marker line (its first), and the other lines it covers are
@@ -602,6 +603,11 @@ class LineLog:
         self._purged_below = 0
         self._first_line_memo = (0, 0)  # (start_offset, first_line)
         self._unfinished_memo: tuple[int, int, str] = (-1, -1, "")
+        # Groups that may still change (see `_group`; at most three, each at most four
+        # stretches of text), kept while the retained output stays the same: start and
+        # end offsets of the ring when they were built.
+        self._provisional: dict[int, tuple[int, bytes, int]] = {}
+        self._provisional_at = (-1, -1)
         # Switches to (on) and from the alternate screen, (start, end, on), each a change
         # of state, found lazily by `_scan_switches`; `_alternate` is the state after them.
         self._switches: list[tuple[int, int, bool]] = []
@@ -763,6 +769,16 @@ class LineLog:
         ring = self._ring
         stretch = self._stretch
         start = ring.start_offset
+        # A group that may still change (the oldest, partly rotated out; the newest, not
+        # yet closed; one showing a running full-screen program's marker) is rebuilt only
+        # when output arrived since: repeated reads of a quiet session clean nothing.
+        retained = (start, ring.end_offset)
+        if self._provisional_at != retained:
+            self._provisional.clear()
+            self._provisional_at = retained
+        cached = self._provisional.get(group)
+        if cached is not None:
+            return cached
         complete = self._newlines
         low = max(group * stretch, start)
         first = self._first_from(low)
@@ -779,6 +795,8 @@ class LineLog:
         entry = (first, text.encode("utf-8"), stop_line - first)
         if closed and final and group * stretch >= start:
             self._remember(group, entry)
+        elif len(entry[1]) <= 4 * stretch:  # (one holding a very long line is not kept)
+            self._provisional[group] = entry
         return entry
 
     def _clean(self, low: int, high: int) -> tuple[str, bool]:
@@ -987,19 +1005,25 @@ class LineLog:
             # Search several groups per RE2 call, more each round: an early match stays
             # cheap, and a long scan pays RE2's per-call setup (and, for patterns whose DFA
             # blows up, its fallback) a few times instead of once per group.
-            low, blob, count = self._group(self._group_of(line))
-            skip = _line_start_in_blob(blob, line - low)
-            pieces = [memoryview(blob)[skip:]]
-            size = len(blob) - skip
+            group = self._group_of(line)
+            low, blob, count = self._group(group)
+            head = memoryview(blob)[_line_start_in_blob(blob, line - low) :]
+            pieces: list[bytes | memoryview] = [head]
+            size = len(head)
             stop = low + count
+            cache = self._cache
             while size < budget and stop < complete:
-                low, blob, count = self._group(self._group_of(stop))
-                pieces.append(memoryview(blob))
+                # Line `stop` starts in the next stretch or, past a line longer than a
+                # stretch, in a later one (those in between hold no line start: no text).
+                # Stretch by stretch, mostly straight from the cache: a scan of the whole
+                # buffer walks ~120 of them per MB.
+                group += 1
+                low, blob, count = cache.get(group) or self._group(group)
+                pieces.append(blob)
                 size += len(blob)
                 stop = low + count
             region = b"".join(pieces)
-            for piece in pieces:
-                piece.release()
+            head.release()
             scanned += size
             budget = min(2 * budget, _MAX_SCAN_BYTES)
             if max_bytes is not None:

@@ -61,6 +61,10 @@ def _options(*, ignore_case: bool, never_nl: bool) -> Any:
     options.log_errors = False  # RE2 would print every rejected pattern to stderr
     options.case_sensitive = not ignore_case
     options.never_nl = never_nl
+    # A search reports lines, never groups: without captures RE2 finds a match's span with
+    # its DFAs alone instead of running its NFA over the match for the groups' spans (per
+    # match on 1 KB lines: ~10 µs instead of ~20 for `(a+)+!`). Matches are the same.
+    options.never_capture = True
     # A small DFA budget: ordinary patterns need few states, while a DFA-hostile one
     # (`a[ab]{20}c` over a/b text) spends its whole budget building states on every call
     # before RE2 falls back to the NFA. Measured per 64 KiB slice: ~17 ms at 2 MiB, ~45 ms
