@@ -3,10 +3,12 @@ timeout, exit events."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 import trio
@@ -257,63 +259,71 @@ async def test_failing_or_hanging_exit_callback_is_cut_off(
 
 
 class ExitWatch(trio.abc.Instrument):
-    """After every task step: is a session that says `exited` missing output? Run right
-    after the step that records an exit, before the reader can run again."""
+    """Is a session that says `exited` missing output? Checked after every task step (right
+    after the step that records an exit, before the reader can run again) and in the exit
+    callback, rather than by a later poll. Every session is expected to write `size` bytes."""
 
-    def __init__(self, manager: trio_pty.Manager, size: int) -> None:
-        self.manager, self.size = manager, size
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.manager: trio_pty.Manager | None = None
         self.short: dict[str, int] = {}
+        self.in_callback: dict[str, int] = {}
+        self.events: list[ExitEvent] = []
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
-        for info in self.manager.list_all():
+        for info in self.manager.list_all() if self.manager is not None else ():
             if info.status == "exited" and info.byte_count != self.size:
                 self.short.setdefault(info.id, info.byte_count)
 
+    async def on_exit(self, event: ExitEvent) -> None:
+        assert self.manager is not None
+        count = self.manager.get(event.id).byte_count
+        if count != self.size:
+            self.in_callback[event.id] = count
+        self.events.append(event)
+
+    @contextlib.asynccontextmanager
+    async def watching(self, limits: Limits) -> AsyncIterator[trio_pty.Manager]:
+        async with trio_pty.open_manager(limits, on_exit=self.on_exit) as manager:
+            self.manager = manager
+            trio.lowlevel.add_instrument(self)
+            try:
+                yield manager
+            finally:
+                trio.lowlevel.remove_instrument(self)
+        assert self.short == {}, f"exit recorded with output still unread: {self.short}"
+        assert self.in_callback == {}, (
+            f"exit announced with output still unread: {self.in_callback}"
+        )
+
 
 async def test_the_exit_is_recorded_only_after_the_output_is_drained() -> None:
-    """Checked the moment the exit is recorded (after every task step) and in `on_exit`,
-    rather than by a later poll: eight floods at once keep the readers behind, so the kernel
-    still holds some of a session's output when its program exits."""
+    """Eight floods at once keep the readers behind, so the kernel still holds some of a
+    session's output when its program exits."""
     size, floods, rounds = 256 * 1024, 8, 4
-    in_callback: list[tuple[str, int]] = []
-    events: list[ExitEvent] = []
-
-    async def on_exit(event: ExitEvent) -> None:
-        count = manager.get(event.id).byte_count
-        if count != size:
-            in_callback.append((event.id, count))
-        events.append(event)
-
-    limits = Limits(max_sessions=64, max_sessions_per_owner=64)
+    watch = ExitWatch(size)
     with trio.fail_after(60):
-        async with trio_pty.open_manager(limits, on_exit=on_exit) as manager:
-            watch = ExitWatch(manager, size)
-            trio.lowlevel.add_instrument(watch)
-            try:
-                for _ in range(rounds):
-                    # head writes its bytes and exits at once: nothing between its last
-                    # write and its exit gives the reader time to catch up.
-                    ids = [
-                        (
-                            await manager.spawn(
-                                "head",
-                                ["-c", str(size), "/dev/zero"],
-                                description="f",
-                                notify_on_exit=True,
-                            )
-                        ).id
-                        for _ in range(floods)
-                    ]
-                    for session_id in ids:
-                        await manager.wait_exit(session_id)
-                    await poll_until(lambda: len(events) == floods)
-                    events.clear()
-                    for session_id in ids:
-                        await manager.kill(session_id, cleanup=True)
-            finally:
-                trio.lowlevel.remove_instrument(watch)
-    assert watch.short == {}, f"exit recorded with output still unread: {watch.short}"
-    assert in_callback == [], f"exit announced with output still unread: {in_callback}"
+        async with watch.watching(Limits(max_sessions=64, max_sessions_per_owner=64)) as manager:
+            for _ in range(rounds):
+                # head writes its bytes and exits at once: nothing between its last
+                # write and its exit gives the reader time to catch up.
+                ids = [
+                    (
+                        await manager.spawn(
+                            "head",
+                            ["-c", str(size), "/dev/zero"],
+                            description="f",
+                            notify_on_exit=True,
+                        )
+                    ).id
+                    for _ in range(floods)
+                ]
+                for session_id in ids:
+                    await manager.wait_exit(session_id)
+                await poll_until(lambda: len(watch.events) == floods)
+                watch.events.clear()
+                for session_id in ids:
+                    await manager.kill(session_id, cleanup=True)
 
 
 def continue_and_hold_until_exited(pid: int, timeout: float) -> None:
@@ -332,36 +342,19 @@ async def test_an_exit_that_wakes_with_its_output_waits_for_the_reader() -> None
     Trio runs a batch in either order (half the time reversed), so in a dozen trials the
     watcher runs first in some: it must wait for the reader then, not record the exit."""
     size = 4096  # fits in the kernel unread (17 KiB here)
-    trials = 12
-    in_callback: list[tuple[str, int]] = []
-
-    async def on_exit(event: ExitEvent) -> None:
-        count = manager.get(event.id).byte_count
-        if count != size:
-            in_callback.append((event.id, count))
-
+    script = f"kill -STOP $$; exec head -c {size} /dev/zero"
     with trio.fail_after(30):
-        async with trio_pty.open_manager(FAST, on_exit=on_exit) as manager:
-            watch = ExitWatch(manager, size)
-            trio.lowlevel.add_instrument(watch)
-            try:
-                for _ in range(trials):
-                    info = await manager.spawn(
-                        "sh",
-                        ["-c", f"kill -STOP $$; exec head -c {size} /dev/zero"],
-                        description="burst",
-                        notify_on_exit=True,
-                    )
-                    pid = info.pid
-                    await poll_until(lambda: process_state(pid) == "T")  # noqa: B023
-                    continue_and_hold_until_exited(pid, timeout=5)
-                    await manager.wait_exit(info.id)
-                    assert manager.get(info.id).byte_count == size
-                    await manager.kill(info.id, cleanup=True)
-            finally:
-                trio.lowlevel.remove_instrument(watch)
-    assert watch.short == {}, f"exit recorded with output still unread: {watch.short}"
-    assert in_callback == [], f"exit announced with output still unread: {in_callback}"
+        async with ExitWatch(size).watching(FAST) as manager:
+            for _ in range(12):
+                info = await manager.spawn(
+                    "sh", ["-c", script], description="burst", notify_on_exit=True
+                )
+                pid = info.pid
+                await poll_until(lambda: process_state(pid) == "T")  # noqa: B023
+                continue_and_hold_until_exited(pid, timeout=5)
+                await manager.wait_exit(info.id)
+                assert manager.get(info.id).byte_count == size
+                await manager.kill(info.id, cleanup=True)
 
 
 # Runs in a child Python process, which ignores SIGINT and SIGHUP and blocks SIGUSR1 the way a
