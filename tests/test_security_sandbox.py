@@ -78,7 +78,7 @@ async def test_the_held_pid_leads_the_session_and_waits_for_bwrap(tmp_path: Path
         async with sandboxed(tmp_path) as manager:
             info = await manager.spawn("sleep", ["100"], description="leader")
             await poll_until(lambda: comm(info.pid) == "sh")
-            assert os.getsid(info.pid) == info.pid  # setsid -c ran before the sandbox
+            assert os.getsid(info.pid) == info.pid  # the leader called setsid() before its exec
             assert os.getpgid(info.pid) == info.pid
             assert info.command == "sleep" and info.args == ["100"]
 
