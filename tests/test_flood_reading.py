@@ -119,6 +119,25 @@ async def test_the_first_output_after_a_flood_is_read_at_once() -> None:
                 trio.lowlevel.remove_instrument(watch)
 
 
+async def test_commands_sent_back_to_back_are_no_flood() -> None:
+    """A shell's commands sent one after another (a few hundred bytes of echo, marks and
+    prompt each, read within the burst gap of each other) never add up to a flood: input
+    ends one, so no prompt waits for a pause (it did after ~30 commands)."""
+    with trio.fail_after(30):
+        async with trio_pty.open_manager(Limits(flood_read_delay=0.001)) as manager:
+            info = await manager.spawn_shell(description="chat", shell="bash", rc=False)
+            watch = ReaderWatch()
+            trio.lowlevel.add_instrument(watch)
+            try:
+                for _ in range(200):  # about 50 KB in all
+                    result = await manager.run(info.id, "true")
+                    assert (result.reason, result.exit_code) == ("exited", 0)
+            finally:
+                trio.lowlevel.remove_instrument(watch)
+            assert manager.get(info.id).byte_count > 4 * 8192  # a flood four times over
+            assert watch.steps > 0 and watch.paused == 0
+
+
 @pytest.mark.parametrize("value", [-0.001, float("nan")])
 def test_the_delay_must_not_be_negative(value: float) -> None:
     with pytest.raises(ValueError, match="flood_read_delay"):

@@ -57,6 +57,17 @@ def test_answers_do_not_depend_on_chunking(stream: bytes, cuts: list[int]) -> No
     assert b"".join(feed_all([bytes([b]) for b in stream])) == whole
 
 
+@given(stream=streams, pieces=st.integers(min_value=1, max_value=8))
+def test_small_and_large_chunks_are_answered_alike(stream: bytes, pieces: int) -> None:
+    """Chunks under 1 KiB are scanned with re (a prompt, an echo), larger ones with RE2:
+    the same stream, padded past that size, gets the same answers either way."""
+    padded = b"hello \x1b[31m" * 100 + stream * pieces
+    assert len(padded) >= 1024
+    assert b"".join(feed_all([padded])) == b"".join(
+        feed_all(split(padded, list(range(0, 2048, 97))))
+    )
+
+
 @given(stream=streams)
 def test_each_query_answered_once_and_nothing_else(stream: bytes) -> None:
     replies = b"".join(feed_all([stream]))

@@ -633,6 +633,56 @@ async def test_command_rules_see_the_shell_asked_for_and_env_allow_only_the_clie
                 await manager.spawn_shell(description="ruled", shell=other)
 
 
+async def test_a_run_waiting_for_the_prompt_is_refused_once_another_run_gets_in(
+    home: Path,
+) -> None:
+    """A run that arrives while the prompt is on its way waits for it; when another run
+    stops waiting and sends its command meanwhile, the first is refused with Busy at once,
+    not queued behind it (waits for the prompt are not woken by output any more, so the
+    second run's submission wakes them)."""
+    (home / ".bashrc").write_text('PROMPT_COMMAND="${PROMPT_COMMAND:+$PROMPT_COMMAND; }sleep 1"\n')
+    refused: list[object] = []
+    with trio.fail_after(20):
+        async with shell_manager(home) as manager:
+            info = await manager.spawn_shell(description="slow prompt", shell="bash")
+            await manager.write(info.id, "true\r")
+            for _ in range(1000):  # no event says when D came: look every 5 ms
+                if any(c.state == "exited" for c in manager.commands(info.id)):
+                    break
+                await trio.sleep(0.005)
+            # D has come, the prompt comes a second later: neither at it nor running.
+
+            async def first() -> None:
+                with pytest.raises(errors.Busy) as busy:
+                    await manager.run(info.id, "echo first", timeout_ms=10_000)
+                refused.append(busy.value.details()["command"])
+                refused.append(trio.current_time() - started)
+
+            started = trio.current_time()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(first)
+                await trio.sleep(0.05)
+                await manager.run(info.id, "echo second", timeout_ms=200)
+    assert refused[0] == "echo second"
+    assert isinstance(refused[1], float) and refused[1] < 0.9  # before the prompt came
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+async def test_write_rules_are_consulted_for_each_run(home: Path, shell: str) -> None:
+    """`run` skips the request only for AllowAll: rules that deny the command refuse it
+    before any key reaches the shell."""
+    rules = RulesAuthorizer({"shell": "allow", "write": [("*", "allow"), ("*rm -rf*", "deny")]})
+    base = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}
+    with trio.fail_after(30):
+        async with trio_pty.open_manager(FAST, environ=base, authorizer=rules) as manager:
+            info = await manager.spawn_shell(description="ruled", shell=shell)
+            with pytest.raises(trio_pty.PermissionDenied, match="rm -rf"):
+                await manager.run(info.id, "rm -rf ./nothing-here")
+            result = await manager.run(info.id, "echo allowed")
+            assert (result.number, texts(result.lines)) == (1, ["allowed"])
+            assert [c.command for c in manager.commands(info.id)] == ["echo allowed"]
+
+
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 @pytest.mark.parametrize("shell", SHELLS)
 async def test_a_sandboxed_shell_reads_its_startup_files_and_reports_commands(

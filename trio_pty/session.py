@@ -184,6 +184,7 @@ class Session:
         "_output_lot",
         "_own_scope",
         "_process",
+        "_prompt_lot",
         "_removed",
         "_responder",
         "_shut_down",
@@ -289,6 +290,7 @@ class Session:
         self._finished = Latch()
         self._complete = Latch()  # see output_complete
         self._output_lot: trio.lowlevel.ParkingLot | None = None  # see _output_waiters
+        self._prompt_lot: trio.lowlevel.ParkingLot | None = None  # see wait_until
         self._last_output_at = 0.0
         self._last_input_at = 0.0  # and the start (set in run)
         self._last_detach_at = 0.0
@@ -486,7 +488,8 @@ class Session:
         writer produces it, so a reader that comes back at once pays a wake-up and a read for
         every few hundred bytes; after a pause its reads come back full. The first output
         after a quiet spell is read at once (echo, prompts and shell marks are not delayed),
-        and a pause that finds nothing ends the flood. A writer that a pause would hold back
+        a pause that finds nothing ends the flood, and so does input (what follows it
+        answers it). A writer that a pause would hold back
         (_FAST_WRITER) is read without pauses.
 
         EIO means every slave end is closed: the output so far is complete (the exit
@@ -511,6 +514,11 @@ class Session:
                     await trio.sleep(delay)  # no timerfd to be had (out of descriptors)
                 else:
                     await trio.lowlevel.wait_readable(master)
+                # Not when the manager is being cancelled: with dozens of floods saturating
+                # the loop, their readers' passes would otherwise run ahead of the shutdown
+                # that is about to end them. (A cached flag: current_effective_deadline
+                # walks every enclosing scope, ~6 µs per pass.)
+                await trio.lowlevel.checkpoint_if_cancelled()
                 got = self._read_available(master, pausing)
                 while got < 0:
                     self._eof.set()
@@ -530,6 +538,12 @@ class Session:
                         fast = 0
                 if pausing:
                     fast = fast + 1 if got > _FAST_WRITER * (now - last) else 0
+                if self._last_input_at > last:
+                    # Input went in since the last pass: this output answers it. Without
+                    # this, a shell's commands sent back to back (a few hundred bytes each,
+                    # passes under _BURST_GAP apart) added up to a flood, and from then on
+                    # each prompt waited for a pause (1 ms, on a 0.25 ms round trip).
+                    burst = 0
                 burst += got
                 last = now
                 pausing = delay > 0 and burst >= _FLOOD_BYTES and fast < _FAST_PAUSES
@@ -549,16 +563,11 @@ class Session:
     def _read_available(self, master: int, until_short: bool) -> int:
         """Read what is there, in a bounded number of chunks: the bytes read, or -1 on EIO
         with nothing read. `until_short`: stop after a read that the tty did not fill (it
-        is drained; one more read would only fail with EAGAIN).
-
-        Nothing when the reader is already cancelled (the manager is being cancelled): with
-        dozens of floods saturating the loop, their readers' steps would otherwise run ahead
-        of the shutdown that is about to end them."""
-        if trio.current_effective_deadline() == -math.inf:
-            return 0
+        is drained; one more read would only fail with EAGAIN)."""
         output = self.output
         shell = self.shell
         got = 0
+        prompted = False
         for _ in range(_READS_PER_WAKEUP):
             try:
                 data = os.read(master, _READ_SIZE)
@@ -574,8 +583,8 @@ class Session:
                 return -1
             got += len(data)
             start = output.append(data)
-            if shell is not None:
-                shell.feed(data, start)  # marks: one bytes.find (of BEL) per chunk
+            if shell is not None and shell.feed(data, start):  # one bytes.find per chunk
+                prompted = True
             if not self._drivers:
                 reply = self._responder.feed(data, self.rows, self.cols)
                 if reply:
@@ -584,13 +593,25 @@ class Session:
                 break
         if got:
             self._last_output_at = trio.current_time()
-            self._wake_readers()
+            lot = self._output_lot
+            if lot:  # None until someone waited for output
+                lot.unpark_all()
+            if prompted and self._prompt_lot:
+                self._prompt_lot.unpark_all()
         return got
 
+    def command_submitted(self) -> None:
+        """`run` gave the shell a command: a `wait_until` for the prompt in another call
+        of `run` now finds it busy (no output says so before the next prompt)."""
+        if self._prompt_lot:
+            self._prompt_lot.unpark_all()
+
     def _wake_readers(self) -> None:
-        lot = self._output_lot
-        if lot:  # None until someone waited for output
-            lot.unpark_all()
+        """Wake every waiter: for output, and for marks (the output is complete, or the
+        session was removed)."""
+        for lot in (self._output_lot, self._prompt_lot):
+            if lot:  # None until someone waited
+                lot.unpark_all()
 
     def _output_waiters(self) -> trio.lowlevel.ParkingLot:
         """Where tasks wait for output (made for the first one: an idle session that
@@ -881,13 +902,24 @@ class Session:
         return self.shell.prompts if self.shell is not None else 0
 
     async def wait_until(self, condition: Callable[[], bool]) -> bool:
-        """Until `condition()` holds (checked whenever output arrives), or no more output
-        can come (then False). Unbounded: the caller bounds it."""
-        while not condition():
+        """Until `condition()` about the shell's prompt and command (`at_prompt`,
+        `running`, `prompts`) holds, or no more output can come (then False). Unbounded:
+        the caller bounds it. Always a checkpoint.
+
+        Checked when a prompt was shown or a typed command started (`ShellTracker.feed`),
+        not at every chunk: a command's echo, its C and D marks and its output would each
+        wake the caller (a scheduler round each, ~15 µs) only to find its condition false."""
+        if condition() or self.output_complete:
+            await trio.lowlevel.checkpoint()
+            return condition()
+        if self._prompt_lot is None:
+            self._prompt_lot = trio.lowlevel.ParkingLot()
+        while True:
+            await self._prompt_lot.park()
+            if condition():
+                return True
             if self.output_complete:
-                return condition()
-            await self._output_waiters().park()
-        return True
+                return False
 
     def _match_echo(
         self, pattern: CompiledPattern, start_line: int, prefix: str, echo: Sequence[str], done: int
@@ -991,7 +1023,9 @@ class Session:
                 exit_signal=self.exit_signal,
             )
 
-    async def write(self, data: bytes, *, settle: bool = False) -> tuple[int, int]:
+    async def write(
+        self, data: bytes, *, settle: bool = False, checkpoint: bool = True
+    ) -> tuple[int, int]:
         """Write all of `data` in arrival order, or raise WriteTimeout after io_timeout.
         With `settle`, first wait until the leader waits (`until_leader_waits`).
 
@@ -1000,7 +1034,10 @@ class Session:
 
         A shell's command round trip waits on these keys, so when the lock is free and the
         kernel takes them at once they go out before any scheduler round (no timer either);
-        the checkpoint comes after, while the program works on them.
+        the checkpoint comes after, while the program works on them. `checkpoint=False`
+        leaves it out, for a caller whose next step is a checkpoint anyway (`run` waits for
+        the shell's answer): it is a scheduler round of ours on a 2-core machine where the
+        shell is working.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         lock = self._write_lock
@@ -1026,7 +1063,8 @@ class Session:
                 self._last_input_at = trio.current_time()
         finally:
             lock.release()
-        await trio.lowlevel.cancel_shielded_checkpoint()
+        if checkpoint:
+            await trio.lowlevel.cancel_shielded_checkpoint()
         return start, written
 
     async def _write_rest(self, data: bytes, written: int) -> int:

@@ -46,6 +46,10 @@ def _query_pattern() -> Any:
 
 
 _QUERY = _query_pattern()
+# The same queries for re, which scans a chunk of a few hundred bytes (a prompt, an echo)
+# in ~0.6 µs where a call into RE2 alone costs ~1.8 µs; from about 1 KiB on RE2 is faster.
+_SMALL_QUERY = re.compile(b"|".join(re.escape(query) for query in _QUERIES))
+_SMALL_CHUNK = 1024
 _CUP = re.compile(rb"\x1b\[(\d{0,6})(?:;(\d{0,6}))?[Hf]")
 _ESCAPE = re.compile(
     rb"\x1b(?:\[[\x20-\x3f]*[\x40-\x7e]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[\x20-\x2f]*[\x30-\x7e]?)"
@@ -89,7 +93,7 @@ class QueryResponder:
             if cut >= 0 and len(data) - cut <= self._max_carry and data[cut:] in _PREFIXES:
                 self._carry = data[cut:]
                 data = data[:cut]
-            match = _QUERY.search(data)
+            match = (_SMALL_QUERY if len(data) < _SMALL_CHUNK else _QUERY).search(data)
             if match is not None:
                 return self._answer_all(data, match, rows, cols)
         self._follow(data, rows)

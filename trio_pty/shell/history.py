@@ -143,8 +143,11 @@ class ShellTracker:
 
     # ------------------------------------------------------------------ the reader's side
 
-    def feed(self, data: bytes, offset: int) -> None:
-        """A chunk of output starting at absolute `offset` (already in the buffer)."""
+    def feed(self, data: bytes, offset: int) -> bool:
+        """A chunk of output starting at absolute `offset` (already in the buffer); whether
+        a prompt was shown or a typed command started in it (what waits for the shell's
+        state need: `Session.wait_until`)."""
+        prompts, current = self.prompts, self._current
         marks = self._parser.feed(data, offset)
         for mark in marks:
             if mark.kind == "A":
@@ -155,6 +158,7 @@ class ShellTracker:
                 self._command_started(mark)
             else:
                 self._command_ended(mark)
+        return self.prompts != prompts or self._current not in (None, current)
 
     def _stored(self, start: int, end: int) -> bytes:
         """Output bytes [start, end) as far as the ring still holds them."""
