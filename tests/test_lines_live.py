@@ -145,7 +145,8 @@ async def test_tails_and_read_cursors() -> None:
             assert rest.lines[-1].text == "qa$ " and not rest.has_more
             nothing = await manager.read(session_id, since="last", reader="conn-1")
             assert nothing.lines == [] and nothing.missed_lines == 0
-            await manager.write(session_id, "echo new\n", wait=Wait(pattern="^new$"))
+            # Wait for the prompt, not for "new": the prompt comes in a later chunk.
+            await manager.write(session_id, "echo new\n", wait=Wait(pattern=r"^qa\$ $"))
             new = await manager.read(session_id, since="last")
             assert [line.text for line in new.lines] == ["qa$ echo new", "new", "qa$ "]
             await manager.write(session_id, "exit\n")

@@ -37,6 +37,7 @@ from .rpc_support import (
     ServerProcess,
     alive_any,
     error_of,
+    live,
     open_ws,
     owner_for,
     raw_connect,
@@ -45,8 +46,9 @@ from .rpc_support import (
     rpc,
     server_processes,
     start_server,
-    wait_no_server_processes,
 )
+
+__all__ = ["live"]  # fixtures used by name
 
 ALLOWED_ORIGIN = "http://127.0.0.1:5173"
 
@@ -64,14 +66,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Any:
         yield process
     finally:
         process.stop()
-
-
-@pytest.fixture
-def live(server: ServerProcess) -> Any:
-    """The module's server; after the test it must run no session process and be alive."""
-    yield server
-    wait_no_server_processes(server)
-    assert server.proc.poll() is None, f"the server died: {server.stderr()}"
 
 
 def auth(server: ServerProcess) -> list[tuple[bytes, bytes]]:
