@@ -210,6 +210,21 @@ async def test_pending_heads_bookkeeping() -> None:
     assert len(pending) == 3
 
 
+async def test_slow_heads_that_sent_bytes_are_dropped_before_an_unread_client() -> None:
+    """A loaded server has not read a client yet, for longer than `droppable_after`, while
+    slow heads that came after it have sent bytes: one of those makes room, not the
+    client. (Under load, the oldest droppable connection went: a client connecting amid
+    waves of slow heads was closed during its handshake.)"""
+    pending = PendingHeads(total=3, per_peer=4, droppable_after=0.5)
+    client = pending.enter("c", 0.0)
+    slow_1, slow_2 = pending.enter("s", 0.1), pending.enter("s", 0.2)
+    assert client is not None and slow_1 is not None and slow_2 is not None
+    pending.heard(slow_1)
+    pending.heard(slow_2)
+    assert pending.enter("s", 0.7) is not None
+    assert slow_1.cancel_called and not client.cancel_called and not slow_2.cancel_called
+
+
 def test_peers_are_counted_by_address_and_ipv6_by_64() -> None:
     assert peer_key("10.0.0.1") == "10.0.0.1"
     assert peer_key("::ffff:10.0.0.1") == "10.0.0.1"

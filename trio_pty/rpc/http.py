@@ -24,7 +24,7 @@ to RFC 6455's HTTP/1.1, before the endpoint sees it.
 Slow heads (slowloris): a connection may idle `io_timeout` before its first byte, and then
 has `http_head_timeout` for the whole head, however it trickles in. Connections still being
 read or answered here are `PendingHeads`, bounded apart from the established connections
-(`max_pending_connections` in all, the oldest dropped for a new one past it;
+(`max_pending_connections` in all, a slow head dropped for a new one past it;
 `max_pending_per_peer` per peer address, refused past it), so a peer that never completes a
 head holds no established slot and cannot crowd out the others.
 
@@ -315,11 +315,14 @@ class _Pending:
 class PendingHeads:
     """The connections whose request head is being read or answered, each with the cancel
     scope that drops it. At most `per_peer` from one peer key: a new one is refused past
-    that. At most `total` in all: the oldest droppable one is dropped to make room for a new
-    one, and the new one is refused when none is. A connection is droppable once its first
-    read returned (`heard`) or `droppable_after` seconds after it arrived. So under a flood
-    of slow heads a real client, whose head takes milliseconds, is never the one dropped,
-    even when it arrives amid a burst of new connections."""
+    that. At most `total` in all: a droppable one is dropped to make room for a new one,
+    and the new one is refused when none is. Droppable are, first, the connections whose
+    first read returned (`heard`) with the head still incomplete, oldest first; only when
+    there is none, those that arrived `droppable_after` seconds ago or more, unread. So
+    under a flood of slow heads a real client, whose head takes milliseconds, is never the
+    one dropped, even when it arrives amid a burst of new connections, or when a loaded
+    server has not read it for longer than `droppable_after` while slow heads that arrived
+    after it have sent bytes (that one was dropped while `heard` meant only droppable)."""
 
     def __init__(self, *, total: int, per_peer: int, droppable_after: float) -> None:
         self._total = total
@@ -336,14 +339,17 @@ class PendingHeads:
         if peer is not None and self._counts[peer] >= self._per_peer:
             return None
         if len(self._entries) >= self._total:
-            droppable = next(
-                (
-                    scope
-                    for scope, entry in self._entries.items()
-                    if entry.heard or now - entry.since >= self._droppable_after
-                ),
-                None,
-            )
+            entries = self._entries.items()
+            droppable = next((scope for scope, entry in entries if entry.heard), None)
+            if droppable is None:
+                droppable = next(
+                    (
+                        scope
+                        for scope, entry in entries
+                        if now - entry.since >= self._droppable_after
+                    ),
+                    None,
+                )
             if droppable is None:
                 return None
             self.leave(droppable)
