@@ -5,6 +5,7 @@ first output after a quiet spell is read at once."""
 from __future__ import annotations
 
 import os
+import resource
 import time
 from typing import Any
 
@@ -29,6 +30,7 @@ class ReaderWatch(trio.abc.Instrument):
         self.steps = 0
         self.paused = 0
         self.pausing = False
+        self.untimed = 0  # steps that ended pausing without a pause timer (none to be had)
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
         if task.name != "trio_pty.reader":
@@ -39,6 +41,7 @@ class ReaderWatch(trio.abc.Instrument):
         self.steps += 1
         self.pausing = bool(frame.f_locals.get("pausing"))
         self.paused += self.pausing
+        self.untimed += self.pausing and frame.f_locals.get("pause") is None
 
 
 async def _flood(limits: Limits) -> tuple[ReaderWatch, int, bytes]:
@@ -136,6 +139,42 @@ async def test_commands_sent_back_to_back_are_no_flood() -> None:
                 trio.lowlevel.remove_instrument(watch)
             assert manager.get(info.id).byte_count > 4 * 8192  # a flood four times over
             assert watch.steps > 0 and watch.paused == 0
+
+
+async def test_out_of_descriptors_a_flood_is_still_read_whole() -> None:
+    """The pause timer is a descriptor. With none to be had (EMFILE: the soft limit lowered
+    to the lowest free descriptor while the flood runs), the reader pauses without it and
+    every byte still arrives."""
+    limits = Limits(flood_read_delay=0.001, terminate_grace=0.3)
+    with trio.fail_after(60):
+        async with trio_pty.open_manager(limits) as manager:
+            info = await manager.spawn(
+                "sh", ["-c", f"read go; seq 1 {SEQ_LINES}; read done"], description="flood"
+            )
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            lowest_free = os.open(os.devnull, os.O_RDONLY)
+            os.close(lowest_free)
+            watch = ReaderWatch()
+            trio.lowlevel.add_instrument(watch)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free, hard))
+            try:
+                with pytest.raises(OSError):  # the limit holds
+                    os.close(os.open(os.devnull, os.O_RDONLY))
+                await manager.write(info.id, "\n")
+                page = await manager.read(
+                    info.id, wait=Wait(pattern=f"^{SEQ_LINES}$", timeout_ms=30_000)
+                )
+            finally:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+                trio.lowlevel.remove_instrument(watch)
+            assert page.reason == "matched"
+            assert watch.untimed > 0, "the reader never paused without its timer"
+            received = bytearray()
+            while chunk := (await manager.read_raw(info.id, offset=len(received))).data:
+                received += chunk
+            assert SEQ_OUTPUT in received
+            await manager.write(info.id, "\n")
+            await manager.wait_exit(info.id)
 
 
 @pytest.mark.parametrize("value", [-0.001, float("nan")])
