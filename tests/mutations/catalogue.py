@@ -371,6 +371,28 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
+        name="unread-dropped-before-slow-heads",
+        guarantee="a real client gets a pending slot before slow heads that have sent bytes",
+        path="trio_pty/rpc/http.py",
+        old="droppable = next((scope for scope, entry in entries if entry.heard), None)",
+        new="droppable = None",
+        tests=(
+            "tests/test_security_http.py::"
+            "test_slow_heads_that_sent_bytes_are_dropped_before_an_unread_client",
+        ),
+    ),
+    Mutation(
+        name="pause-timer-emfile-raises",
+        guarantee="out of descriptors, a flood is still read whole",
+        path="trio_pty/session.py",
+        old="""\
+                    with contextlib.suppress(OSError):
+                        pause = timer.OneShot(delay)""",
+        new="""\
+                    pause = timer.OneShot(delay)""",
+        tests=("tests/test_flood_reading.py::test_out_of_descriptors_a_flood_is_still_read_whole",),
+    ),
+    Mutation(
         name="collapse-while-inserting",
         guarantee="a screen's first snapshot shows what a replay of every retained byte shows",
         path="trio_pty/output/screen.py",
