@@ -393,6 +393,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/test_flood_reading.py::test_out_of_descriptors_a_flood_is_still_read_whole",),
     ),
     Mutation(
+        name="children-read-oldest-first",
+        guarantee="a scan sees a pid hopper's living generation before its zombies",
+        path="trio_pty/posix/proc.py",
+        old="    for pid in reversed(own_children()):",
+        new="    for pid in own_children():",
+        tests=(
+            "tests/test_core_teardown.py::"
+            "test_a_scan_reads_our_newest_child_before_the_older_zombies",
+        ),
+        quick=True,
+    ),
+    Mutation(
         name="collapse-while-inserting",
         guarantee="a screen's first snapshot shows what a replay of every retained byte shows",
         path="trio_pty/output/screen.py",

@@ -266,8 +266,14 @@ def scan(tag_cache: TagCache) -> Snapshot:
 
 
 def _read_children(entries: dict[int, ProcEntry], tag_cache: TagCache) -> None:
-    """Read the children not read yet (a stat line each, and the tags of living ones)."""
-    for pid in own_children():
+    """Read the children not read yet (a stat line each, and the tags of living ones),
+    newest first: the kernel lists a process's children in the order they were forked or
+    adopted, so a hopper's living generation comes last, after every zombie its earlier
+    generations left us. Read in that order, a pile of a few hundred zombies (a hopper
+    leaves one every few milliseconds, and they are reaped only at a scan) took long
+    enough on a loaded machine for the living one to hop away before its turn: scan after
+    scan saw only zombies, the teardown found nothing alive, and the hopper outlived it."""
+    for pid in reversed(own_children()):
         if pid in entries:
             continue
         entry = read_stat(pid)
