@@ -22,8 +22,8 @@ from typing import Any, Literal
 import trio
 from trio_websocket import open_websocket_url
 
+from trio_pty.client.client import TrioPtyClient, connect
 from trio_pty.model import Wait
-from trio_pty.rpc.client import TrioPtyClient, connect
 from trio_pty.wire import (
     READ,
     RECEIVE_BUFFER_BYTES,

@@ -26,7 +26,7 @@ import pytest
 import trio
 
 from trio_pty.cli import main
-from trio_pty.rpc.client import connect
+from trio_pty.client.client import connect
 from trio_pty.wire import ListParams
 
 from .rpc_support import TEST_CONFIG, ServerProcess, live, owner_for, start_server

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import trio
 
+from trio_pty.client.client import TrioPtyClient, connect
 from trio_pty.model import Wait
-from trio_pty.rpc.client import TrioPtyClient, connect
 from trio_pty.wire import (
     KillParams,
     ListParams,

@@ -579,8 +579,8 @@ def drain_timeout() -> None:
 
 
 def router() -> None:
-    assert importlib.util.find_spec("trio_pty.rpc.router") is not None
-    module = importlib.import_module("trio_pty.rpc.router")
+    assert importlib.util.find_spec("trio_pty.client.router") is not None
+    module = importlib.import_module("trio_pty.client.router")
     assert hasattr(module, "Router")
 
 
@@ -613,7 +613,7 @@ FEATURES: dict[str, Check] = {
     "`GET /metrics`": online(metrics),
     "`--listen-fd N`": offline(lambda: serve_help_has("--listen-fd")),
     "`--node-id NAME`": offline(lambda: serve_help_has("--node-id")),
-    "`trio_pty.rpc.router.Router`": offline(router),
+    "`trio_pty.client.router.Router`": offline(router),
     "`Limits.idle_timeout`": offline(idle_timeout),
 }
 

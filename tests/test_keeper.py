@@ -482,7 +482,7 @@ async def test_trio_pty_serve_killed_by_sigkill_leaves_nothing(
 ) -> None:
     """...and the keeper's lines, in the stderr it shares with the server, are in the
     server's log format (with JSON, every line of that stream stays one JSON object)."""
-    from trio_pty.rpc.client import connect
+    from trio_pty.client.client import connect
     from trio_pty.wire.methods import SpawnParams
 
     # terminate_grace 0.3 in its config
@@ -525,7 +525,7 @@ async def test_trio_pty_serve_killed_by_sigkill_leaves_nothing(
 async def test_trio_pty_serve_restarted_on_its_state_dir_ends_what_it_left(tmp_path: Path) -> None:
     """`trio-pty serve --state-dir` SIGKILLed together with its keeper; the next one on the
     same directory ends what it left before it prints its URL, and logs one line."""
-    from trio_pty.rpc.client import connect
+    from trio_pty.client.client import connect
     from trio_pty.wire.methods import SpawnParams
 
     state = tmp_path / "state"

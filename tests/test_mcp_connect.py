@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from trio_pty.rpc.client import connect
+from trio_pty.client.client import connect
 from trio_pty.wire import ListParams, OwnerDeleteParams
 
 from .mcp_support import (

@@ -22,12 +22,12 @@ import pytest
 import trio
 from hypothesis import strategies as st
 
+from trio_pty.client.client import ConnectionFailed, RpcError, connect
+from trio_pty.client.router import Router, node_of
 from trio_pty.errors import InvalidInput
 from trio_pty.metrics import Family, Histogram, Sample, render
 from trio_pty.policy import validate
 from trio_pty.posix import activation
-from trio_pty.rpc.client import ConnectionFailed, RpcError, connect
-from trio_pty.rpc.router import Router, node_of
 from trio_pty.wire import KillParams, ListParams, SpawnParams
 
 from .helpers import alive, poll_until

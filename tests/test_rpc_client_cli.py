@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 
 import trio_pty
 from trio_pty import Limits
+from trio_pty.client.client import ConnectionFailed, RpcError, connect
 from trio_pty.console.keys import keystrokes_to_text
 from trio_pty.console.tables import format_table
 from trio_pty.model import SessionInfo, Wait
 from trio_pty.policy.escapes import decode_escapes
-from trio_pty.rpc.client import ConnectionFailed, RpcError, connect
 from trio_pty.wire import (
     KillParams,
     ListParams,

@@ -18,8 +18,8 @@ import pytest
 import trio
 from trio_websocket import ConnectionClosed
 
+from trio_pty.client.client import ConnectionFailed, RpcError, connect
 from trio_pty.model import Wait
-from trio_pty.rpc.client import ConnectionFailed, RpcError, connect
 from trio_pty.wire import (
     EXITED,
     AttachParams,

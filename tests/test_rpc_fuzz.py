@@ -58,12 +58,12 @@ from hypothesis import strategies as st
 
 import trio_pty
 from trio_pty import Limits
+from trio_pty.client.client import TrioPtyClient, connect
 from trio_pty.manager import Manager
 from trio_pty.model import Wait
 from trio_pty.policy.authorize import RulesAuthorizer
-from trio_pty.rpc.client import TrioPtyClient, connect
 from trio_pty.rpc.config import parse_config
-from trio_pty.rpc.server import RpcServer, ServerOptions, open_server
+from trio_pty.server.server import RpcServer, ServerOptions, open_server
 from trio_pty.wire import (
     METHODS,
     CancelParams,
@@ -1880,7 +1880,7 @@ async def test_a_request_sent_with_the_upgrade_request_is_answered_or_refused(
     not wait forever: the server answers the request, or fails the connection. wsproto 1.3's
     server handshake drops bytes received with the upgrade request (H11Handshake._accept
     builds its Connection without h11's trailing_data), so the HTTP front holds them back
-    until the 101 is sent (rpc/http.py ReplayStream)."""
+    until the 101 is sent (server/http.py ReplayStream)."""
     with trio.fail_after(20):
         async with in_process_server(tmp_path) as (_, server), trio.open_nursery() as nursery:
             request = b'{"jsonrpc":"2.0","id":1,"method":"pty.list"}'

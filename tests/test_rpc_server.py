@@ -20,12 +20,12 @@ from trio_websocket import ConnectionClosed, wrap_client_stream
 
 import trio_pty
 from trio_pty import Limits
+from trio_pty.client.client import ConnectionLost, RpcError, connect
 from trio_pty.rpc import handlers
-from trio_pty.rpc.client import ConnectionLost, RpcError, connect
 from trio_pty.rpc.config import ConfigError, SandboxConfig, load_config, parse_config
 from trio_pty.rpc.handshake import Rejection, acceptable_hosts, check_handshake, format_url
-from trio_pty.rpc.serve import ServeSettings, serve
-from trio_pty.rpc.server import RpcServer, ServerOptions, open_server
+from trio_pty.server.serve import ServeSettings, serve
+from trio_pty.server.server import RpcServer, ServerOptions, open_server
 from trio_pty.wire import (
     EXITED,
     LIST,

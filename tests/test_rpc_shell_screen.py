@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import trio
 
+from trio_pty.client.client import RpcError, TrioPtyClient, connect
 from trio_pty.model import Wait
-from trio_pty.rpc.client import RpcError, TrioPtyClient, connect
 from trio_pty.wire import (
     CANCEL,
     EXITED,

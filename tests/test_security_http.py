@@ -21,10 +21,10 @@ import trio.testing
 
 import trio_pty
 from trio_pty import Limits
-from trio_pty.rpc.client import connect
+from trio_pty.client.client import connect
 from trio_pty.rpc.handshake import Rejection, own_origins
-from trio_pty.rpc.http import HttpFront, PendingHeads, Upgrade, peer_key
-from trio_pty.rpc.server import RpcServer, ServerOptions, open_server
+from trio_pty.server.http import HttpFront, PendingHeads, Upgrade, peer_key
+from trio_pty.server.server import RpcServer, ServerOptions, open_server
 from trio_pty.ui import load_page
 from trio_pty.wire import ServerInfoParams
 

@@ -32,8 +32,8 @@ from trio_pty.rpc.config import ConfigError, parse_config
 from trio_pty.rpc.connection import RpcConnection, Send, Start
 from trio_pty.rpc.handshake import Rejection, check_handshake
 from trio_pty.rpc.scope import FULL_ACCESS, TokenScope
-from trio_pty.rpc.server import RpcServer, ServerOptions, open_server
 from trio_pty.rpc.tokens import ScopedToken, TokenError, read_token_file, take_env_token
+from trio_pty.server.server import RpcServer, ServerOptions, open_server
 from trio_pty.wire import METHODS, SERVER_INFO, MethodSpec, Params, ServerInfo
 
 from .helpers import site_dirs, unprivileged_prefix

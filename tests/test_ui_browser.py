@@ -35,9 +35,9 @@ import pytest
 import trio
 
 from tests import leaks
+from trio_pty.client.client import RpcError, connect
 from trio_pty.model import SessionInfo, Wait
-from trio_pty.rpc.client import RpcError, connect
-from trio_pty.rpc.serve import PAGE_LINE_PREFIX
+from trio_pty.server.serve import PAGE_LINE_PREFIX
 from trio_pty.ui import vendor
 from trio_pty.wire import ListParams, OwnerDeleteParams, SpawnParams, WriteParams
 

@@ -27,10 +27,10 @@ import trio.testing
 
 import trio_pty
 from trio_pty import Limits
-from trio_pty.rpc import http
-from trio_pty.rpc.client import RpcError, connect
-from trio_pty.rpc.serve import PAGE_LINE_PREFIX
-from trio_pty.rpc.server import RpcServer, ServerOptions, open_server
+from trio_pty.client.client import RpcError, connect
+from trio_pty.server import http
+from trio_pty.server.serve import PAGE_LINE_PREFIX
+from trio_pty.server.server import RpcServer, ServerOptions, open_server
 from trio_pty.ui import ASSETS_DIR, AssetsError, load_page, vendor
 from trio_pty.wire import KillParams, SpawnParams
 

@@ -204,7 +204,8 @@ def _serve(args: argparse.Namespace) -> int:
         _fail(f"error: {refusal}")
         return EXIT_ERROR
     from trio_pty.posix import activation
-    from trio_pty.rpc import config, serve, server, tokens
+    from trio_pty.rpc import config, tokens
+    from trio_pty.server import serve, server
 
     _configure_logging(args.log_level, args.log_format)
     # Sessions never inherit what the init system told us (LISTEN_PID, LISTEN_FDS, ...).

@@ -5,7 +5,7 @@ connections, queues) is here: a bound that is not here could not be raised by an
 or checked by a reviewer. Some modules keep internal tuning constants next to the code they
 tune: read and write chunk sizes (`session._READ_SIZE`), poll intervals and scan pacing
 (`session._EIO_POLL`, `posix.reap._SCAN_DUTY`), how much of a refused HTTP client is drained
-(`rpc.http`), how many problems one error message spells out (`wire.codec`). They limit no
+(`server.http`), how many problems one error message spells out (`wire.codec`). They limit no
 request and change how fast things go, not what is allowed, so they are not settings.
 """
 

@@ -363,7 +363,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="send-queue-unbounded",
         guarantee="a slow client only slows itself: its send queue is bounded in characters",
-        path="trio_pty/rpc/websocket.py",
+        path="trio_pty/server/websocket.py",
         old="while self._queued_chars and self._queued_chars + size > budget:",
         new="while self._queued_chars and self._queued_chars + size > 64 * budget:",
         tests=(
@@ -373,7 +373,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="unread-dropped-before-slow-heads",
         guarantee="a real client gets a pending slot before slow heads that have sent bytes",
-        path="trio_pty/rpc/http.py",
+        path="trio_pty/server/http.py",
         old="droppable = next((scope for scope, entry in entries if entry.heard), None)",
         new="droppable = None",
         tests=(

@@ -16,6 +16,7 @@ import argparse
 import os
 from collections.abc import Sequence
 
+from trio_pty.client.client import DEFAULT_URL, ConnectionFailed, ConnectionLost, RpcError, connect
 from trio_pty.console.arguments import add_verbs, check, claim_extra_words
 from trio_pty.console.attach import add_attach, attach, check_attach
 from trio_pty.console.common import (
@@ -29,7 +30,6 @@ from trio_pty.console.common import (
     fail,
 )
 from trio_pty.console.verbs import VERBS, Verb
-from trio_pty.rpc.client import DEFAULT_URL, ConnectionFailed, ConnectionLost, RpcError, connect
 
 __all__ = [
     "EXIT_CONNECTION",

@@ -28,6 +28,7 @@ from typing import Final
 import attrs
 import trio
 
+from trio_pty.client.client import RpcError, TrioPtyClient
 from trio_pty.console.common import EXIT_OK, UsageError, client_options, print_json
 from trio_pty.console.keys import (
     DEFAULT_DETACH_KEYS,
@@ -39,7 +40,6 @@ from trio_pty.console.keys import (
 )
 from trio_pty.console.modes import ModeTracker
 from trio_pty.model import ExitEvent
-from trio_pty.rpc.client import RpcError, TrioPtyClient
 from trio_pty.wire import AttachParams, DetachResult, ResizeParams, WriteParams
 
 __all__ = ["add_attach", "attach", "check_attach"]

@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any, Final
 
-from trio_pty.rpc.client import DEFAULT_URL
+from trio_pty.client.client import DEFAULT_URL
 from trio_pty.wire import unstructure_result
 
 __all__ = [

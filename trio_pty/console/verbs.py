@@ -17,6 +17,7 @@ from typing import Final
 
 import trio
 
+from trio_pty.client.client import TrioPtyClient
 from trio_pty.console.arguments import env_pairs, spawn_argv, wait_of, workdir_of
 from trio_pty.console.common import (
     EXIT_ERROR,
@@ -30,7 +31,6 @@ from trio_pty.console.common import (
 )
 from trio_pty.console.tables import exit_text, format_commands, format_table
 from trio_pty.model import Line, ReadPage, Wait, WaitReason
-from trio_pty.rpc.client import TrioPtyClient
 from trio_pty.wire import (
     CommandsParams,
     DrainParams,

@@ -134,9 +134,9 @@ def _connected(args: argparse.Namespace, token: str | None) -> int:
     """`--connect URL`: serve with the terminals of a running `trio-pty serve`."""
     import trio
 
+    from trio_pty.client.client import ConnectionFailed
     from trio_pty.errors import unwrap_group
     from trio_pty.limits import Limits
-    from trio_pty.rpc.client import ConnectionFailed
 
     from . import remote, server
 

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Literal, TypeVar
 
+from trio_pty.client.client import ConnectionLost, RpcError, TrioPtyClient, connect
 from trio_pty.model import (
     CommandInfo,
     CommandResult,
@@ -24,7 +25,6 @@ from trio_pty.model import (
     Wait,
     WriteResult,
 )
-from trio_pty.rpc.client import ConnectionLost, RpcError, TrioPtyClient, connect
 from trio_pty.wire import (
     CommandsParams,
     KillParams,

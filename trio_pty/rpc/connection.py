@@ -4,7 +4,7 @@
 ready, a session ended, the client detached) and answers with what to do, as a list of
 actions to carry out in order: send a frame, start or cancel a call, start or stop watching
 a session for its exit, let a stream start or end it. The trio driver
-(`trio_pty.rpc.websocket`) does the I/O; every rule lives here, where tests drive it
+(`trio_pty.server.websocket`) does the I/O; every rule lives here, where tests drive it
 directly:
 
 - **Ids.** A request whose id is still in flight on this connection is refused with -32600;

@@ -15,7 +15,7 @@ from typing import Final
 
 import attrs
 
-from trio_pty.rpc.http import Site, StaticFile
+from trio_pty.server.http import Site, StaticFile
 from trio_pty.ui.vendor import PACKAGES, VENDOR_DIR, VendorError, check_dir
 
 __all__ = ["ASSETS_DIR", "PAGE_FILES", "AssetsError", "Page", "load_page"]

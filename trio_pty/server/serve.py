@@ -29,8 +29,8 @@ from trio_pty.model import ExitEvent
 from trio_pty.policy.authorize import RulesAuthorizer
 from trio_pty.posix.sandbox import Sandbox
 from trio_pty.rpc.handshake import format_page_url, format_url
-from trio_pty.rpc.server import RpcServer, ServerOptions
-from trio_pty.rpc.websocket import CLOSE_GOING_AWAY
+from trio_pty.server.server import RpcServer, ServerOptions
+from trio_pty.server.websocket import CLOSE_GOING_AWAY
 
 __all__ = [
     "PAGE_LINE_PREFIX",

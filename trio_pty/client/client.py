@@ -2,7 +2,7 @@
 
     from trio_pty.wire import AttachParams, ReadParams, SpawnParams, WriteParams
 
-    async with trio_pty.rpc.client.connect(url, token) as client:
+    async with trio_pty.client.client.connect(url, token) as client:
         info = await client.request(SpawnParams(command="bash", args=["-l"], description="sh"))
         await client.request(WriteParams(id=info.id, data="echo hi\\n"))
         page = await client.request(ReadParams(id=info.id))

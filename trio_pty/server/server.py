@@ -46,10 +46,10 @@ from trio_pty.rpc.handshake import (
     is_loopback,
     own_origins,
 )
-from trio_pty.rpc.http import REFUSAL_KINDS, HttpFront, Site, Upgrade, header_value
 from trio_pty.rpc.scope import FULL_ACCESS, TokenScope
 from trio_pty.rpc.tokens import ScopedToken
-from trio_pty.rpc.websocket import CLOSE_GOING_AWAY, Connection
+from trio_pty.server.http import REFUSAL_KINDS, HttpFront, Site, Upgrade, header_value
+from trio_pty.server.websocket import CLOSE_GOING_AWAY, Connection
 from trio_pty.wire import (
     RECEIVE_BUFFER_BYTES,
     ServerCounts,

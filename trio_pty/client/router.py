@@ -26,15 +26,15 @@ from typing import Any, Final, TypeVar
 import attrs
 import trio
 
-from trio_pty.model import SessionInfo
-from trio_pty.policy.validate import NODE_ID_PATTERN
-from trio_pty.rpc.client import (
+from trio_pty.client.client import (
     ConnectionFailed,
     ConnectionLost,
     RpcError,
     TrioPtyClient,
     connect,
 )
+from trio_pty.model import SessionInfo
+from trio_pty.policy.validate import NODE_ID_PATTERN
 from trio_pty.wire import ListParams, OwnerDeleteParams
 
 __all__ = ["RoutedDelete", "RoutedList", "Router", "node_of"]
@@ -121,7 +121,7 @@ class Router:
 
     @asynccontextmanager
     async def connect(self, session_id: str) -> AsyncIterator[TrioPtyClient]:
-        """The usual client (`trio_pty.rpc.client.connect`), to the session's node."""
+        """The usual client (`trio_pty.client.client.connect`), to the session's node."""
         async with connect(self.url_for(session_id), self._token, **self._connect_options) as c:
             yield c
 
