@@ -22,6 +22,7 @@ With TRIO_PTY_UI_SCREENSHOTS=DIR the tests also save the screenshots used in doc
 from __future__ import annotations
 
 import base64
+import io
 import itertools
 import math
 import os
@@ -33,6 +34,7 @@ from typing import Any
 
 import pytest
 import trio
+from PIL import Image
 
 from tests import leaks
 from trio_pty.client.client import RpcError, connect
@@ -976,3 +978,56 @@ def test_a_read_only_token_watches_a_live_session(monitor: Monitor) -> None:
     assert page.locator("#kill").is_disabled() and page.locator("#cleanup").is_disabled()
     assert page.locator("#spawn-toggle").is_hidden()
     assert "read-only" in page.locator("#term-note").inner_text()
+
+
+# --------------------------------------------------------------------------------------------
+# Glyphs
+
+
+def _lit_pixels(png: bytes) -> int:
+    """How many pixels of a screenshot are lit (the terminal's background is black, its
+    text light grey)."""
+    with Image.open(io.BytesIO(png)) as image:
+        return sum(image.convert("L").histogram()[97:])
+
+
+@pytest.mark.parametrize("scale", [1, 2])
+def test_underscores_and_descenders_are_drawn(monitor: Monitor, scale: int) -> None:
+    """`trio_pty` reads `trio_pty`, not `trio pty`: the underscore's cell has lit pixels, at
+    1x and 2x pixel density. At 14 px with xterm.js's default line height the row was 16 px
+    and the underscore, drawn below the descenders, was clipped away at 1x (issue 29)."""
+    owner = monitor.owner("glyphs")
+    ready = Wait(pattern="GLYPHS", timeout_ms=5000)
+    (info,) = monitor.spawn(
+        sh(owner, "echo trio_pty; echo GLYPHS; exec cat", "glyphs", ready=ready)
+    )
+    context = monitor.context.browser.new_context(device_scale_factor=scale)
+    try:
+        page = context.new_page()
+        page.set_viewport_size({"width": 900, "height": 600})
+        page.set_default_timeout(STEP_TIMEOUT_MS)
+        page.goto(monitor.url + f"&owner={owner}")
+        connected(page)
+        page.locator(f"#sessions tbody tr[data-id='{info.id}']").click()
+        rendered(page, "GLYPHS")
+        row = page.locator(".view.active .xterm-rows > div").first
+        assert row.inner_text().startswith("trio_pty")
+        cols = status(page)["cols"]
+        bounds = row.bounding_box()
+        cell = bounds["width"] / cols
+
+        def shot(column: int) -> bytes:
+            clip = {
+                "x": bounds["x"] + column * cell,
+                "y": bounds["y"],
+                "width": cell,
+                "height": bounds["height"],
+            }
+            png: bytes = page.screenshot(clip=clip)
+            return png
+
+        assert _lit_pixels(shot(4)) >= 3 * scale, "the underscore of trio_pty is not drawn"
+        assert _lit_pixels(shot(8)) == 0  # a blank cell: the measure sees no stray pixels
+        assert _lit_pixels(shot(6)) > 0  # the y of trio_pty: a descender
+    finally:
+        context.close()

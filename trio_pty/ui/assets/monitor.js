@@ -540,6 +540,9 @@
         scrollback: 10000,
         fontFamily: terminalFont(),
         fontSize: 14,
+        // Room under the baseline: at the default height (16 px rows at 14 px) the
+        // underscore, drawn below the descenders, was clipped away at 1x pixel density.
+        lineHeight: 1.2,
         overviewRulerWidth: 10,
         theme: { background: '#000000', foreground: '#d1d7e0', cursor: '#3fb950' },
       });
