@@ -1,4 +1,10 @@
-"""The root nursery: registry, owners, reservations, eviction, reaping and shutdown.
+"""The facade: the registry and the root nursery; each feature a module called from here.
+
+`Manager` looks sessions up for their owner and hands the work on: starting one to
+`spawning.py`, a shell's commands to `commands.py`, reads, writes and the screen to
+`terminal.py` (a read planned by `output/pages.py`). What stays here is what the manager
+owns: who may start a session (`_Admission`: closing, deleted owners, quotas, eviction),
+the drain (`_Drain`), and the runners and the shutdown (`_Runners`).
 
 Every session's task tree runs in the manager's root nursery, so cancelling that nursery is
 the cleanup: each session's `finally` tears it down, shielded and bounded by close_timeout,
@@ -113,42 +119,24 @@ class Manager(metaclass=_NoPublicConstructor):
     def __init__(
         self,
         nursery: trio.Nursery,
-        limits: Limits,
+        spawner: Spawner,
         *,
         on_exit: ExitCallback | None,
-        env_mode: EnvMode,
-        env_deny: Sequence[str],
-        environ: Mapping[str, str],
-        root: str,
-        authorizer: Authorizer,
-        env_allow: EnvAllowList | None,
-        sandbox: Sandbox | None,
         state_dir: str | None = None,
         node_id: str | None = None,
     ) -> None:
-        self.limits = limits
-        self.id = secrets.token_hex(8)
+        self.limits = limits = spawner.limits
+        self.id = spawner.manager_id
         self.node_id = node_id
         self.stats = ManagerStats()
         self._guard = Guard(self.id, limits, state_dir)
-        self.root = os.path.realpath(root)
+        self.root = spawner.root
         self._nursery = nursery
         self._on_exit = on_exit
-        self._authorizer = authorizer
-        self._spawner = Spawner(
-            limits,
-            manager_id=self.id,
-            # The environment is filtered once: every spawn starts from the same base.
-            base_env=filtered_base(environ, mode=env_mode, extra_deny=env_deny),
-            root=self.root,
-            authorizer=authorizer,
-            env_allow=env_allow,
-            sandbox=sandbox,
-        )
+        self._authorizer = spawner.authorizer
+        self._spawner = spawner
         self._table = reap.ProcessTable(clock=trio.current_time)
         self._sessions: dict[str, Session] = {}
-        self._deleted: collections.OrderedDict[str, None] = collections.OrderedDict()
-        self._closing = False
         self._runners = _Runners(
             nursery,
             limits,
@@ -161,13 +149,7 @@ class Manager(metaclass=_NoPublicConstructor):
         self._screens = ScreenCache(limits.max_live_screens, limits.screen_idle_timeout)
         self._cursors = ReadCursors(limits.max_read_cursors)
         self._drain = _Drain(limits, live=self._live)
-        self._quotas = _Quotas(
-            limits,
-            self._sessions,
-            check=self._check_spawn,
-            remove=self._remove,
-            released=self._drain.wake,
-        )
+        self._admission = _Admission(limits, self._sessions, self._drain, remove=self._remove)
 
     # ------------------------------------------------------------------ queries
 
@@ -323,10 +305,10 @@ class Manager(metaclass=_NoPublicConstructor):
         for a shell session (`shell`) with its startup files and its tracker."""
         ready_pattern = pages.check_wait(ready, self.limits, shell=shell is not None)
         self._spawner.check_env(options)
-        reservation = await self._quotas.reserve_or_wait(options.owner)
+        reservation = await self._admission.reserve_or_wait(options.owner)
         try:
             async with self._spawner.workdir(options) as handle:
-                self._check_spawn(options.owner)
+                self._admission.check(options.owner)
                 session = self._new_session(options, handle.path)
                 if shell is not None:
                     session.shell = shell.tracker(session.output)
@@ -365,7 +347,7 @@ class Manager(metaclass=_NoPublicConstructor):
         def register() -> None:
             # Runs in the session task right before it reports started: no await
             # separates taking the registry slot from giving the reservation back.
-            self._check_accepting(session.owner)
+            self._admission.check_accepting(session.owner)
             self._sessions[session.id] = session
             reservation.release()
             self._guard.started(session.id, session.owner, session.pid)
@@ -390,18 +372,6 @@ class Manager(metaclass=_NoPublicConstructor):
             shutdown_moment=self._runners.shutdown_moment,
         )
 
-    def _check_spawn(self, owner: str) -> None:
-        """New sessions are refused from the moment a drain begins (a spawn already past
-        this check, starting its process, goes on and is waited for like the others)."""
-        self._check_accepting(owner)
-        self._drain.check()
-
-    def _check_accepting(self, owner: str) -> None:
-        if self._closing:
-            raise errors.ManagerClosing()
-        if owner in self._deleted:
-            raise errors.OwnerDeleted(owner)
-
     def _remove(self, session: Session) -> None:
         if self._sessions.get(session.id) is session:
             del self._sessions[session.id]
@@ -411,7 +381,7 @@ class Manager(metaclass=_NoPublicConstructor):
         session.removed()
 
     async def _notify(self, event: ExitEvent) -> None:
-        if self._on_exit is None or self._closing or event.owner in self._deleted:
+        if self._on_exit is None or not self._admission.notifies(event.owner):
             return
         await self._on_exit(event)
 
@@ -662,13 +632,7 @@ class Manager(metaclass=_NoPublicConstructor):
         """Forget an owner: refuse its future spawns, then reap and remove all its sessions.
         Returns how many sessions were removed."""
         validate.owner(owner, self.limits)
-        self._deleted[owner] = None
-        self._deleted.move_to_end(owner)
-        while len(self._deleted) > self.limits.deleted_owners_remembered:
-            self._deleted.popitem(last=False)
-        with trio.move_on_after(self.limits.spawn_timeout):
-            while self._quotas.pending[owner]:
-                await self._quotas.settled.park()
+        await self._admission.delete(owner)
         sessions = [s for s in self._sessions.values() if s.owner == owner]
         async with trio.open_nursery() as nursery:
             for session in sessions:
@@ -707,11 +671,11 @@ class Manager(metaclass=_NoPublicConstructor):
     def _live(self) -> int:
         """Sessions a drain waits for: running or being killed, and spawns in flight."""
         live = [s for s in self._sessions.values() if s.status in ("running", "killing")]
-        return len(live) + self._quotas.pending.total()
+        return len(live) + self._admission.pending.total()
 
     def _close(self) -> None:
         """Leaving `open_manager`: refuse new spawns, then end every session at once."""
-        self._closing = True
+        self._admission.closing = True
         self._runners.close()
 
 
@@ -757,9 +721,21 @@ class _Runners:
         self._shutting_down_at: float | None = None
         self._cancel_seen_at: float | None = None  # see notice_cancellation
 
-    @property
-    def shutting_down(self) -> bool:
-        return self._shutting_down_at is not None
+    async def start(self, *, reap_orphans: bool) -> None:
+        """The manager's own tasks: the cancellation's witness, the guard, the reaper."""
+        self._nursery.start_soon(self.notice_cancellation)
+        await self._nursery.start(self._guard.run)
+        if reap_orphans:
+            self._nursery.start_soon(self.reap_orphans)
+
+    async def finish(self) -> None:
+        """After the root nursery: every session is gone, so the keeper may go."""
+        try:
+            self._table.release_pins()
+            await self._guard.close()
+        finally:
+            if self._shutting_down_at is not None:
+                _resume_collector()  # paused by shutdown_moment
 
     async def launch(
         self,
@@ -952,27 +928,55 @@ class _Runners:
                 log.error("processes survived manager shutdown: %s", report.survivors)
 
 
-class _Quotas:
-    """The session quotas (per owner, in all): a spawn's slot is reserved before its first
-    await, an ended session evicted to make room (never a live one), a full quota refused
-    with the owner's live ids."""
+class _Admission:
+    """Who may start a session: the manager not closing, the owner not deleted, no drain
+    begun, and a quota slot (per owner, in all), reserved before the spawn's first await;
+    an ended session is evicted to make room (never a live one), a full quota refused with
+    the owner's live ids."""
 
     def __init__(
         self,
         limits: Limits,
         sessions: dict[str, Session],
+        drain: _Drain,
         *,
-        check: Callable[[str], None],
         remove: Callable[[Session], None],
-        released: Callable[[], None],
     ) -> None:
         self._limits = limits
         self._sessions = sessions  # the manager's registry (the same dict)
-        self._check = check  # refuses an owner's spawn (closing, deleted, draining)
+        self._drain = drain
         self._remove = remove
-        self._released = released
+        self.closing = False
+        self._deleted: collections.OrderedDict[str, None] = collections.OrderedDict()
         self.pending: collections.Counter[str] = collections.Counter()  # reserved slots
-        self.settled = trio.lowlevel.ParkingLot()  # a reservation was given back
+        self._settled = trio.lowlevel.ParkingLot()  # a reservation was given back
+
+    def check(self, owner: str) -> None:
+        """New sessions are refused from the moment a drain begins (a spawn already past
+        this check, starting its process, goes on and is waited for like the others)."""
+        self.check_accepting(owner)
+        self._drain.check()
+
+    def check_accepting(self, owner: str) -> None:
+        if self.closing:
+            raise errors.ManagerClosing()
+        if owner in self._deleted:
+            raise errors.OwnerDeleted(owner)
+
+    def notifies(self, owner: str) -> bool:
+        """Whether an owner's exit events are still delivered."""
+        return not self.closing and owner not in self._deleted
+
+    async def delete(self, owner: str) -> None:
+        """Refuse the owner's spawns from now on (the last owners deleted are remembered),
+        then wait for those in flight (bounded by spawn_timeout)."""
+        self._deleted[owner] = None
+        self._deleted.move_to_end(owner)
+        while len(self._deleted) > self._limits.deleted_owners_remembered:
+            self._deleted.popitem(last=False)
+        with trio.move_on_after(self._limits.spawn_timeout):
+            while self.pending[owner]:
+                await self._settled.park()
 
     async def reserve_or_wait(self, owner: str) -> _Reservation:
         """Reserve a slot; when the quota is full only because ended sessions are still
@@ -994,7 +998,7 @@ class _Quotas:
     def _reserve(self, owner: str) -> _Reservation:
         """Take a slot for a spawn before its first await, evicting an ended session of the
         owner (then of anyone) when a quota is full. Live sessions are never evicted."""
-        self._check(owner)
+        self.check(owner)
         limits = self._limits
         owned = [s for s in self._sessions.values() if s.owner == owner]
         owner_full = len(owned) + self.pending[owner] >= limits.max_sessions_per_owner
@@ -1040,8 +1044,8 @@ class _Quotas:
         self.pending[owner] -= 1
         if self.pending[owner] <= 0:
             del self.pending[owner]
-        self.settled.unpark_all()
-        self._released()
+        self._settled.unpark_all()
+        self._drain.wake()
 
 
 class _Drain:
@@ -1110,15 +1114,15 @@ class _Drain:
 class _Reservation:
     """A spawn's claim on a quota slot; released exactly once."""
 
-    def __init__(self, quotas: _Quotas, owner: str) -> None:
-        self._quotas = quotas
+    def __init__(self, admission: _Admission, owner: str) -> None:
+        self._admission = admission
         self._owner = owner
         self._held = True
 
     def release(self) -> None:
         if self._held:
             self._held = False
-            self._quotas.release(self._owner)
+            self._admission.release(self._owner)
 
 
 @asynccontextmanager
@@ -1167,24 +1171,22 @@ async def open_manager(
     manager: Manager | None = None
     try:
         async with trio.open_nursery() as nursery:
-            manager = Manager._create(
-                nursery,
+            spawner = Spawner(
                 limits,
-                on_exit=on_exit,
-                env_mode=env_mode,
-                env_deny=env_deny,
-                environ=os.environ if environ is None else environ,
+                manager_id=secrets.token_hex(8),
+                # The environment is filtered once: every spawn starts from the same base.
+                base_env=filtered_base(
+                    os.environ if environ is None else environ, mode=env_mode, extra_deny=env_deny
+                ),
                 root=root if root is not None else os.getcwd(),
                 authorizer=authorizer or AllowAll(),
                 env_allow=_env_allow(authorizer, env_allow),
                 sandbox=sandbox,
-                state_dir=state,
-                node_id=node_id,
             )
-            nursery.start_soon(manager._runners.notice_cancellation)
-            await nursery.start(manager._guard.run)
-            if subreaper:
-                nursery.start_soon(manager._runners.reap_orphans)
+            manager = Manager._create(
+                nursery, spawner, on_exit=on_exit, state_dir=state, node_id=node_id
+            )
+            await manager._runners.start(reap_orphans=subreaper)
             try:
                 yield manager
             finally:
@@ -1192,10 +1194,7 @@ async def open_manager(
     finally:
         try:
             if manager is not None:
-                manager._table.release_pins()
-                await manager._guard.close()  # every session is gone: the keeper may go
+                await manager._runners.finish()
         finally:
-            if manager is not None and manager._runners.shutting_down:
-                _resume_collector()  # paused by _Runners.shutdown_moment
             if subreaper:
                 _release_subreaper()

@@ -102,7 +102,8 @@ class ShellStart:
 
 class Spawner:
     """What every spawn of one manager shares: the environment filtered once, the command
-    rules (`authorizer`, `env_allow`), the sandbox and the root workdirs are relative to."""
+    rules (`authorizer`, `env_allow`), the sandbox and the root workdirs are relative to
+    (`root`, kept by its real path)."""
 
     def __init__(
         self,
@@ -118,7 +119,7 @@ class Spawner:
         self.limits = limits
         self.manager_id = manager_id
         self.base_env = base_env
-        self.root = root
+        self.root = os.path.realpath(root)
         self.authorizer = authorizer
         # Under command rules the client's env is checked against the operator's allow-list
         # and the command is resolved with our PATH: a rule judges a command line, and the
