@@ -318,20 +318,6 @@ class Manager(metaclass=_NoPublicConstructor):
             raise spawn.spawn_failed(options.command, exc) from None
         finally:
             reservation.release()
-        log.info(
-            "session %s started: %s (pid %d, owner %s)",
-            session.id,
-            options.command,
-            session.pid,
-            options.owner,
-            extra=event(
-                "spawn",
-                id=session.id,
-                owner=options.owner,
-                command=options.command,
-                pid=session.pid,
-            ),
-        )
         return await until_ready(session, ready, ready_pattern, self.limits)
 
     async def _launch(
@@ -763,6 +749,20 @@ class _Runners:
                 f"({self._limits.spawn_timeout:g} s)",
                 command=session.command,
             ) from None
+        log.info(
+            "session %s started: %s (pid %d, owner %s)",
+            session.id,
+            session.command,
+            session.pid,
+            session.owner,
+            extra=event(
+                "spawn",
+                id=session.id,
+                owner=session.owner,
+                command=session.command,
+                pid=session.pid,
+            ),
+        )
 
     async def _run(
         self,
