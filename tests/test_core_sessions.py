@@ -455,3 +455,29 @@ async def test_an_idle_manager_does_not_scan_proc() -> None:
             reads = _read_calls() - before
             await manager.kill(info.id, cleanup=True)
     assert reads < 20, reads
+
+
+async def test_read_compact_is_the_same_page_as_read_in_every_mode() -> None:
+    """`read` and `read_compact` carry out one plan: the same lines, numbers, offsets and
+    reason, whichever way the page is made (offset, tail, search, since, with a wait)."""
+    with trio.fail_after(15):
+        async with trio_pty.open_manager(FAST) as manager:
+            script = "for i in $(seq 1 40); do echo line $i; done; echo odd 7"
+            info = await manager.spawn("sh", ["-c", script], description="pages")
+            await manager.wait_exit(info.id)
+            ways: list[dict[str, object]] = [
+                {"offset": 5, "limit": 7},
+                {"tail": 4},
+                {"pattern": "odd|line 3", "limit": 3},
+                {"since": "last", "reader": "r", "limit": 10},
+                {"offset": 0, "wait": trio_pty.Wait(exit=True), "limit": 2},
+            ]
+            for way in ways:
+                page = await manager.read(info.id, **way)  # type: ignore[arg-type]
+                if way.get("since"):
+                    way = {**way, "reader": "another"}  # a cursor of its own, from the start
+                compact = await manager.read_compact(info.id, **way)  # type: ignore[arg-type]
+                assert compact.page() == page, way
+                assert page.lines, way
+            searched = await manager.read(info.id, pattern="odd|line 3", limit=3)
+            assert [line.text for line in searched.lines] == ["line 3", "line 30", "line 31"]

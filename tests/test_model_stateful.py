@@ -271,11 +271,11 @@ def quota_usage(manager: Manager) -> tuple[collections.Counter[str], collections
     PTY + reservations held). The first is what the manager counts; the second is what the
     quota is for. A runner that is neither registered nor removed is a spawn in progress,
     already counted by its reservation."""
-    pending = manager._pending
+    pending = manager._admission.pending
     registered = collections.Counter(s.owner for s in manager._sessions.values())
     holding = collections.Counter(
         s.owner
-        for s in manager._running
+        for s in manager._runners.running
         if not s.finished and (manager._sessions.get(s.id) is s or s._removed)
     )
     return registered + pending, holding + pending
@@ -923,7 +923,9 @@ class ManagerModel(RuleBasedStateMachine):
             mine = manager.list(owner)
             assert [i.id for i in mine] == [t.id for t in self.tracked.values() if t.owner == owner]
             assert all(i.owner == owner for i in mine)
-        assert manager._pending.total() == 0, f"reservations leaked: {manager._pending}"
+        assert manager._admission.pending.total() == 0, (
+            f"reservations leaked: {manager._admission.pending}"
+        )
         assert self.watch.violations == []
         tags = tagged_by_session(manager)
         for tracked in [*self.tracked.values(), *self.gone.values()]:

@@ -12,6 +12,7 @@ from trio_pty import Limits
 from trio_pty.model import Status
 from trio_pty.posix import reap
 from trio_pty.session import TRANSITIONS, Change, IllegalTransition, Session, next_status
+from trio_pty.spawning import SpawnOptions
 
 STATUSES: tuple[Status, ...] = get_args(Status)
 CHANGES: tuple[Change, ...] = get_args(Change)
@@ -66,16 +67,8 @@ def test_a_session_status_cannot_be_set_directly() -> None:
     """Only the table changes it (Session._change)."""
     session = Session(
         session_id="pty_test",
-        owner="o",
-        command="true",
-        args=[],
+        options=SpawnOptions(owner="o", command="true", description=""),
         workdir="/",
-        title=None,
-        description="",
-        notify_on_exit=False,
-        timeout=None,
-        rows=24,
-        cols=80,
         limits=Limits(),
         manager_id="m",
         table=reap.ProcessTable(),

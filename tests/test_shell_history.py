@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trio_pty.model import Line
+from trio_pty.output import pages
 from trio_pty.output.buffer import OutputBuffer
-from trio_pty.shell import pages
 from trio_pty.shell.history import ShellTracker
 
 NONCE = "00112233aabbccdd"

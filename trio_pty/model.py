@@ -90,7 +90,7 @@ class CompactPage:
     encode, and parse again (500 objects through the client's duplicate-name check) than it
     costs to send; one string per line takes about a third off the round trip
     (docs/benchmarks.md). The manager builds it straight from the line log
-    (`Manager.read(..., compact=True)`), so a compact page never makes `Line` objects.
+    (`Manager.read_compact`), so a compact page never makes `Line` objects.
     """
 
     start: int  # the first line's number; an empty page's next_offset

@@ -18,7 +18,7 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 import attrs
 import trio
@@ -43,6 +43,9 @@ from .output.stubber import QueryResponder
 from .posix import proc, reap, spawn, timer
 from .posix.child import Child
 from .shell.history import ShellTracker
+
+if TYPE_CHECKING:  # spawning.py sits above this module: for annotations only
+    from .spawning import SpawnOptions
 
 log = logging.getLogger("trio_pty")
 
@@ -224,37 +227,30 @@ class Session:
         self,
         *,
         session_id: str,
-        owner: str,
-        command: str,
-        args: Sequence[str],
+        options: SpawnOptions,
         workdir: str,
-        title: str | None,
-        description: str,
-        notify_on_exit: bool,
-        timeout: float | None,
-        rows: int,
-        cols: int,
         limits: Limits,
         manager_id: str,
         table: reap.ProcessTable,
-        idle_timeout: float | None = None,
         on_change: Callable[[], None] | None = None,
         shutdown_moment: Callable[[], float] = trio.current_time,
     ) -> None:
-        """`shutdown_moment` is when the manager began shutting down (the first call fixes
-        it): a session whose task is cancelled from outside counts its grace from there."""
+        """`options` are checked (`SpawnOptions.checked`), `workdir` is where the session
+        runs. `shutdown_moment` is when the manager began shutting down (the first call
+        fixes it): a session whose task is cancelled from outside counts its grace from
+        there."""
         self.id = session_id
-        self.owner = owner
-        self.command = command
-        self.args = list(args)
+        self.owner = options.owner
+        self.command = options.command
+        self.args = list(options.args)
         self.workdir = workdir
-        self.title = title
-        self.description = description
-        self.notify_on_exit = notify_on_exit
-        self.timeout = timeout
-        self.idle_timeout = idle_timeout
-        self.rows = rows
-        self.cols = cols
+        self.title = options.title
+        self.description = options.description
+        self.notify_on_exit = options.notify_on_exit
+        self.timeout = options.timeout
+        self.idle_timeout = options.idle_timeout
+        self.rows = options.rows
+        self.cols = options.cols
         self.created_at = time.time()
         self._status: Status = "running"
         self.pid = 0
@@ -270,7 +266,7 @@ class Session:
             max_line_length=limits.max_line_length,
             max_escape_length=limits.max_escape_length,
         )
-        self.output.note_size(rows, cols)
+        self.output.note_size(self.rows, self.cols)
         self._limits = limits
         self._manager_id = manager_id
         self._table = table
@@ -279,7 +275,7 @@ class Session:
         self._drivers = 0
         self._attached = 0  # attachments (clients streaming its output): it is not idle
         # Only an idle timeout waits for a client to detach.
-        self._detached_lot = trio.lowlevel.ParkingLot() if idle_timeout is not None else None
+        self._detached_lot = trio.lowlevel.ParkingLot() if self.idle_timeout is not None else None
         self._on_change = on_change
         self._master = -1
         self._process: Child | None = None

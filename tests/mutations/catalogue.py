@@ -31,7 +31,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="owner-quota-ignores-reservations",
         guarantee="concurrent spawns never overshoot max_sessions_per_owner",
         path="trio_pty/manager.py",
-        old="owner_full = len(owned) + self._pending[owner] >= limits.max_sessions_per_owner",
+        old="owner_full = len(owned) + self.pending[owner] >= limits.max_sessions_per_owner",
         new="owner_full = len(owned) >= limits.max_sessions_per_owner",
         tests=(
             f"{OWNERS}::test_a_burst_for_one_owner_stops_at_its_quota",
@@ -238,7 +238,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="manager-cap-ignores-reservations",
         guarantee="concurrent spawns never overshoot max_sessions",
         path="trio_pty/manager.py",
-        old="manager_full = len(self._sessions) + self._pending.total() >= limits.max_sessions",
+        old="manager_full = len(self._sessions) + self.pending.total() >= limits.max_sessions",
         new="manager_full = len(self._sessions) >= limits.max_sessions",
         tests=(f"{OWNERS}::test_concurrent_spawns_never_overshoot_quotas",),
     ),

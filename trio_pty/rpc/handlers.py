@@ -140,7 +140,8 @@ def call_manager(method: Callable[..., Awaitable[R]]) -> Handler[Params[R], R]:
 async def _read(ctx: Context, p: ReadParams) -> ReadPage | CompactPage:
     # A read cursor is per connection unless the client names one (a CLI, which connects
     # anew for each command, names its own to see what came since its previous run).
-    return await ctx.manager.read(
+    read = ctx.manager.read_compact if p.format == "compact" else ctx.manager.read
+    return await read(
         p.id,
         owner=p.owner,
         offset=p.offset,
@@ -152,7 +153,6 @@ async def _read(ctx: Context, p: ReadParams) -> ReadPage | CompactPage:
         tail=p.tail,
         since=p.since,
         reader=ctx.reader if p.reader is None else p.reader,
-        compact=p.format == "compact",
     )
 
 

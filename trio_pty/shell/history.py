@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import Final, Literal
 
 from ..output.buffer import OutputBuffer
+from ..output.pages import clean_lines
 from .marks import Mark, MarkParser
-from .text import clean_lines
 
 __all__ = ["CommandRecord", "RecordState", "ShellTracker", "Source"]
 
