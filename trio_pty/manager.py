@@ -22,6 +22,7 @@ import attrs
 import trio
 
 from . import errors
+from .attachment import Attachment
 from .guard import Guard, reap_predecessors
 from .limits import Limits
 from .logs import event
@@ -57,7 +58,7 @@ from .policy.authorize import (
 from .policy.environment import EnvAllowList, EnvMode, filtered_base, finish_environment
 from .posix import proc, reap, spawn
 from .posix.sandbox import Sandbox
-from .session import Attachment, ExitCallback, Session
+from .session import ExitCallback, Session
 from .shell import launch, pages
 from .shell.history import CommandRecord, ShellTracker
 from .shell.keys import command_text, keystrokes
