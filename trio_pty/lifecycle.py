@@ -9,7 +9,7 @@ one, and its parking lots and events are made only for a task that has to wait.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Final, Literal
 
 import trio
@@ -195,8 +195,11 @@ class Lifecycle:
             self._stop_at = moment
         return self._stop_at
 
-    async def wait_stop(self) -> None:
-        await self._stop.wait()
+    def wait_stop(self) -> Awaitable[None]:
+        """Until a stop is requested. The Event's own wait, not a coroutine around it: the
+        runner waits here for the session's whole life, and a coroutine of ours would cost
+        every idle session ~190 bytes."""
+        return self._stop.wait()
 
     def tasks_started(self, scope: trio.CancelScope, *, under_manager: bool) -> None:
         """The session's tasks run under `scope`; `under_manager`: its runner was moved to
@@ -375,7 +378,8 @@ class Lifecycle:
             return None
         return max(self.last_output_at, self.last_input_at, self._last_detach_at)
 
-    async def until_idle(self, timeout: float) -> None:
-        """Until idle for `timeout` seconds (`wait_idle`); needs `watch_detaching`."""
+    def until_idle(self, timeout: float) -> Awaitable[None]:
+        """Until idle for `timeout` seconds; needs `watch_detaching`. `wait_idle` itself,
+        not a coroutine around it (see `wait_stop`)."""
         assert self._detached_lot is not None
-        await wait_idle(timeout, self.idle_since, self._detached_lot)
+        return wait_idle(timeout, self.idle_since, self._detached_lot)

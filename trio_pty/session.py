@@ -245,7 +245,7 @@ class Session:
                 moved = trio.lowlevel.current_task().parent_nursery is not starting_in
                 lifecycle.tasks_started(tasks.cancel_scope, under_manager=moved)
                 try:
-                    await lifecycle.wait_stop()  # here: a helper's frame would live as long
+                    await lifecycle.wait_stop()  # here: a helper's frame would cost memory
                 except trio.Cancelled:
                     lifecycle.note_cancellation()
                     raise
