@@ -4,6 +4,8 @@ every end wakes the tasks that wait for output."""
 
 from __future__ import annotations
 
+import ast
+import pathlib
 from collections.abc import Awaitable, Callable
 from typing import get_args
 
@@ -13,6 +15,7 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import trio_pty
 from trio_pty.lifecycle import TRANSITIONS, Change, IllegalTransition, Lifecycle, next_status
 from trio_pty.model import Status
 
@@ -277,3 +280,37 @@ async def test_a_cancellation_from_outside_fixes_the_managers_moment_once() -> N
     lifecycle.note_cancellation()
     assert lifecycle.stop_at == 10.0
     assert lifecycle.stop_at_or(30.0) == 10.0
+
+
+# --------------------------------------------------------------------------------------------
+# The arrow rule
+
+SPLIT = ("lifecycle", "reader", "waits", "teardown", "attachment")
+"""The modules split from session.py: at its level, under it."""
+
+
+def _imports(path: pathlib.Path, package: str) -> set[str]:
+    """The absolute names of the modules `path` (in `package`) imports."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            stem = ".".join(base) if node.level else ""
+            module = ".".join(part for part in (stem, node.module or "") if part)
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_the_lower_layers_never_import_the_session_or_its_parts() -> None:
+    root = pathlib.Path(trio_pty.__file__).parent
+    above = {f"trio_pty.{name}" for name in (*SPLIT, "session", "manager")}
+    for layer in ("output", "policy", "posix", "shell"):
+        for path in (root / layer).glob("*.py"):
+            assert not _imports(path, f"trio_pty.{layer}") & above, path
+    for name in SPLIT:
+        imported = _imports(root / f"{name}.py", "trio_pty")
+        assert not imported & {"trio_pty.session", "trio_pty.manager"}, name
+        assert "trio_pty.lifecycle" in imported or name in ("lifecycle", "teardown"), name

@@ -228,8 +228,8 @@ class Session:
             # One nursery (each costs an idle session ~1 KiB): the exit notification runs in
             # it too, and is waited for before the rest is cancelled.
             async with trio.open_nursery() as tasks:
-                # Constant task names: trio would format a new string per task.
                 master, delay = self._master, self.limits.flood_read_delay
+                # Constant task names: trio would format a new string per task.
                 tasks.start_soon(reader.read_output, self, master, delay, name="trio_pty.reader")
                 tasks.start_soon(self._watch_exit, tasks, on_exit, name="trio_pty.exit_watcher")
                 if self.timeout is not None:
