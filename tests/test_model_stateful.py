@@ -40,8 +40,8 @@ What is checked (after every rule unless said otherwise):
   ends with one (in teardown), after which the fds are back to what they were before it.
 
 What the model peeks at: the registry, the reservations and the running session runners
-(`Manager._sessions`, `_pending`, `_running`, `Session.finished`, `Session._removed`). The
-public API does not expose reservations, and "finished" (teardown complete) is the moment
+(`Manager._sessions`, `_pending`, `_running`, `Session.finished`, `Session.lifecycle.removed`).
+The public API does not expose reservations, and "finished" (teardown complete) is the moment
 after which nothing of a session may remain; see `quota_usage` and `Tracked.finished`.
 
 Every refused spawn still adds one (never existing) id to the bundle, so that what
@@ -276,7 +276,7 @@ def quota_usage(manager: Manager) -> tuple[collections.Counter[str], collections
     holding = collections.Counter(
         s.owner
         for s in manager._runners.running
-        if not s.finished and (manager._sessions.get(s.id) is s or s._removed)
+        if not s.finished and (manager._sessions.get(s.id) is s or s.lifecycle.removed)
     )
     return registered + pending, holding + pending
 

@@ -1,7 +1,7 @@
 """Idle sessions (issue 19): a session with no output, no input and no attached client for
 `idle_timeout` seconds is torn down, and says so (`timed_out`, `reason`).
 
-The timing logic (`session.wait_idle`) runs on trio's autojump clock with a pretend session;
+The timing logic (`lifecycle.wait_idle`) runs on trio's autojump clock with a pretend session;
 real children cannot follow a mock clock, so the rest runs real programs on real time with
 short bounds.
 """
@@ -14,8 +14,8 @@ import trio.testing
 
 import trio_pty
 from trio_pty import Limits, errors
+from trio_pty.lifecycle import wait_idle
 from trio_pty.model import ExitEvent
-from trio_pty.session import wait_idle
 
 from .helpers import poll_until, wait_for_status
 

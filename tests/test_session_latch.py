@@ -1,4 +1,4 @@
-"""session.Latch: a set-once flag with trio.Event's waiting semantics, its Event made only
+"""lifecycle.Latch: a set-once flag with trio.Event's waiting semantics, its Event made only
 for a waiter (idle sessions hold several latches nobody waits on)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import trio
 import trio.testing
 
-from trio_pty.session import Latch
+from trio_pty.lifecycle import Latch
 
 
 async def test_a_latch_wakes_every_waiter_once_set() -> None:

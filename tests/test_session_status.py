@@ -9,9 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trio_pty import Limits
+from trio_pty.lifecycle import TRANSITIONS, Change, IllegalTransition, next_status
 from trio_pty.model import Status
 from trio_pty.posix import reap
-from trio_pty.session import TRANSITIONS, Change, IllegalTransition, Session, next_status
+from trio_pty.session import Session
 from trio_pty.spawning import SpawnOptions
 
 STATUSES: tuple[Status, ...] = get_args(Status)
@@ -64,7 +65,7 @@ def test_illegal_changes_raise() -> None:
 
 
 def test_a_session_status_cannot_be_set_directly() -> None:
-    """Only the table changes it (Session._change)."""
+    """Only the table changes it (Lifecycle.change)."""
     session = Session(
         session_id="pty_test",
         options=SpawnOptions(owner="o", command="true", description=""),

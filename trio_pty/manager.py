@@ -26,6 +26,7 @@ from typing import Any, Literal, NoReturn, TypeVar
 import trio
 
 from . import commands, errors, terminal
+from .attachment import Attachment
 from .guard import Guard, reap_predecessors
 from .limits import Limits
 from .logs import event
@@ -52,7 +53,7 @@ from .policy.authorize import AllowAll, Authorizer, authorize_write
 from .policy.environment import EnvAllowList, EnvMode, filtered_base
 from .posix import proc, reap, spawn
 from .posix.sandbox import Sandbox
-from .session import Attachment, ExitCallback, Session
+from .session import ExitCallback, Session
 from .spawning import ShellStart, Spawner, SpawnOptions, until_first_prompt, until_ready
 
 log = logging.getLogger("trio_pty")

@@ -22,8 +22,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="grace-twice",
         guarantee="a kill of a SIGTERM-ignoring child takes about one terminate_grace",
         path="trio_pty/session.py",
-        old="kill_at=self._stop_at + self._limits.terminate_grace,",
-        new="kill_at=self._stop_at + 2 * self._limits.terminate_grace,",
+        old="kill_at=stop_at + self.limits.terminate_grace,",
+        new="kill_at=stop_at + 2 * self.limits.terminate_grace,",
         tests=(f"{TEARDOWN}::test_kill_of_a_term_ignoring_child_takes_about_the_grace",),
         quick=True,
     ),
@@ -53,8 +53,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         guarantee="the exit is recorded only after the output is drained",
         path="trio_pty/session.py",
         old="""\
-            with trio.move_on_after(self._limits.exit_drain_timeout):
-                await self._eof.wait()
+            with trio.move_on_after(self.limits.exit_drain_timeout):
+                await lifecycle.wait_drained()
         except trio.Cancelled:""",
         new="""\
         except trio.Cancelled:""",
@@ -90,15 +90,15 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="recycled-leader-pid-searched",
         guarantee="never the wrong process: a reaped leader's recycled pid names a stranger",
-        path="trio_pty/session.py",
-        old="leader=None if recycled else self.pid,",
-        new="leader=self.pid,",
+        path="trio_pty/teardown.py",
+        old="leader=None if recycled else leader.pid,",
+        new="leader=leader.pid,",
         tests=(f"{TEARDOWN}::test_a_recycled_leader_pid_is_left_alone",),
     ),
     Mutation(
         name="cancelled-spawn-taken-for-shutdown",
         guarantee="every grace counts from the manager's real shutdown",
-        path="trio_pty/session.py",
+        path="trio_pty/lifecycle.py",
         old="if self._under_manager and self._stop_at is None and outside:",
         new="if self._stop_at is None and outside:",
         tests=(f"{TEARDOWN}::test_a_cancelled_spawn_is_not_taken_for_the_managers_shutdown",),
@@ -195,7 +195,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="kill-reported-as-exit",
         guarantee="a session's status changes only through one table (a killed one is killed)",
-        path="trio_pty/session.py",
+        path="trio_pty/lifecycle.py",
         old='("killing", "exit"): "killing",',
         new='("killing", "exit"): "exited",',
         tests=(
@@ -281,10 +281,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         path="trio_pty/session.py",
         old="""\
         if self.status == "exited" and on_exit is not None:
-            self._notify_done = Latch()""",
+            lifecycle.notification_started()""",
         new="""\
         if on_exit is not None:
-            self._notify_done = Latch()""",
+            lifecycle.notification_started()""",
         tests=(f"{SESSIONS}::test_exit_events_exactly_once_and_only_when_asked",),
         quick=True,
     ),
@@ -327,7 +327,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="search-ignores-its-time-budget",
         guarantee="a search stops after max_search_ms with has_more (RE2 time budget)",
-        path="trio_pty/session.py",
+        path="trio_pty/waits.py",
         old="if not (page.has_more and len(lines) < limit and trio.current_time() < deadline):",
         new="if not (page.has_more and len(lines) < limit):",
         tests=("tests/test_output_live.py::test_a_slow_pattern_never_stalls_other_tasks",),
@@ -384,12 +384,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="pause-timer-emfile-raises",
         guarantee="out of descriptors, a flood is still read whole",
-        path="trio_pty/session.py",
+        path="trio_pty/reader.py",
         old="""\
-                    with contextlib.suppress(OSError):
-                        pause = timer.OneShot(delay)""",
-        new="""\
+                with contextlib.suppress(OSError):
                     pause = timer.OneShot(delay)""",
+        new="""\
+                pause = timer.OneShot(delay)""",
         tests=("tests/test_flood_reading.py::test_out_of_descriptors_a_flood_is_still_read_whole",),
     ),
     Mutation(

@@ -19,6 +19,7 @@ import attrs
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection
 
+from trio_pty.attachment import Attachment
 from trio_pty.errors import PtyError
 from trio_pty.manager import Manager
 from trio_pty.model import OutputChunk
@@ -37,7 +38,6 @@ from trio_pty.rpc.connection import (
 )
 from trio_pty.rpc.handlers import HANDLERS
 from trio_pty.rpc.scope import FULL_ACCESS, TokenScope
-from trio_pty.session import Attachment
 from trio_pty.wire import AttachParams, ErrorObject, ServerInfo, SessionOutput, internal_error
 
 __all__ = ["CLOSE_GOING_AWAY", "CLOSE_NORMAL", "CLOSE_TOO_BIG", "Connection"]
