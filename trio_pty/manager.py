@@ -31,6 +31,7 @@ from .model import (
     CommandResult,
     CompactPage,
     DrainStatus,
+    ExecResult,
     ExitEvent,
     Line,
     OutputChunk,
@@ -279,9 +280,12 @@ class Manager(metaclass=_NoPublicConstructor):
         ready: Wait | None,
         idle_timeout: float | None = None,
         shell: _ShellStart | None = None,
+        own_env: Mapping[str, str] | None = None,
     ) -> SessionInfo:
         """spawn, and for a shell session (`shell`) what runs besides the command asked for,
-        and the tracker its reader feeds from the first byte."""
+        and the tracker its reader feeds from the first byte. `own_env`: defaults of ours
+        (not the client's, so not checked against env_allow) that the client's env
+        overrides."""
         limits = self.limits
         validate.owner(owner, limits)
         validate.command(command, limits)
@@ -325,7 +329,11 @@ class Manager(metaclass=_NoPublicConstructor):
                     session.shell = shell.tracker(session)
                 child_env = finish_environment(
                     self._base_env,
-                    overrides=env if shell is None else {**(env or {}), **shell.env},
+                    overrides={
+                        **(own_env or {}),
+                        **(env or {}),
+                        **(shell.env if shell is not None else {}),
+                    },
                     tags={proc.TAG_MANAGER: self.id, proc.TAG_SESSION: session.id},
                     workdir=handle.path,
                 )
@@ -1412,6 +1420,42 @@ class Manager(metaclass=_NoPublicConstructor):
             ).run()
             if report.survivors:
                 log.error("processes survived manager shutdown: %s", report.survivors)
+
+    # ------------------------------------------------------------------ one-shot commands
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        owner: str = "default",
+        description: str | None = None,
+        shell: str | None = None,
+        workdir: str | None = None,
+        env: Mapping[str, str] | None = None,
+        rows: int = 24,
+        cols: int = 80,
+        timeout: float | None = None,
+        yield_ms: int | None = None,
+    ) -> ExecResult:
+        """Run one command line the way a script runs (`bash -lc COMMAND`, or `shell`),
+        under a PTY of its own; return once it and what it left behind have ended, or after
+        `yield_ms` (default `limits.default_wait_ms`) with it still running. See
+        `trio_pty.oneshot`."""
+        from .oneshot import execute
+
+        return await execute(
+            self,
+            command,
+            owner=owner,
+            description=description,
+            shell=shell,
+            workdir=workdir,
+            env=env,
+            rows=rows,
+            cols=cols,
+            timeout=timeout,
+            yield_ms=yield_ms,
+        )
 
 
 def _only_cancelled(exc: BaseException) -> bool:

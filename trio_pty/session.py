@@ -207,6 +207,7 @@ class Session:
         "id",
         "idle_timeout",
         "notify_on_exit",
+        "others_ended",
         "output",
         "owner",
         "pid",
@@ -264,6 +265,8 @@ class Session:
         self.reason: EndReason | None = None
         # Seconds from the kill to nothing of the session left; None when it ended by itself.
         self.teardown_s: float | None = None
+        # Processes besides the leader that the teardown found and ended (None: not yet).
+        self.others_ended: int | None = None
         self.error: str | None = None
         self.output = OutputBuffer(
             limits.buffer_size,
@@ -755,6 +758,7 @@ class Session:
         returncode = process.returncode
         if returncode is not None:
             self._record_exit(returncode)
+        self.others_ended = report.others
         if report.blind:
             self.error = (
                 "could not read /proc to confirm that the session's processes are gone "
