@@ -512,18 +512,26 @@ async def test_a_session_as_an_agent_has_it(tmp_path: Path) -> None:
             assert (data["status"], data["exit_code"]) == ("exited", 0)
             assert data["output"].splitlines()[0] == "built"
 
+            reply, data = await session.call("shell_command", {"cmd": "export GREETING=hello"})
+            assert data["exit_code"] == 0
+            reply, data = await session.call(
+                "shell_command", {"cmd": 'echo "$GREETING from $(basename "$PWD")"'}
+            )
+            assert data["output"] == "hello from calc"
+
             reply, data = await session.call("kill", {"session_id": server})
             assert data["status"] == "killed"
             reply, data = await session.call("write_stdin", {"session_id": repl, "chars": "\u0004"})
             assert (data["status"], data["exit_code"]) == ("exited", 0)
             reply, data = await session.call("list_sessions", {})
-            assert [s["status"] for s in data["sessions"]] == [
-                "exited",
-                "exited",
-                "killed",
-                "exited",
-                "exited",
-                "exited",
+            assert [(s["kind"], s["status"]) for s in data["sessions"]] == [
+                ("command", "exited"),
+                ("command", "exited"),
+                ("program", "killed"),
+                ("command", "exited"),
+                ("program", "exited"),
+                ("command", "exited"),
+                ("shell", "running"),
             ]
             reply, data = await session.call("screen", {"session_id": "pty_0000000"})
             assert reply.startswith("Error [session_not_found]") and not data

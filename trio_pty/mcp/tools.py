@@ -473,7 +473,9 @@ async def shell_command(backend: Backend, args: ShellCommandArguments) -> Reply:
         waited = _waited(args.yield_time_ms)
         head = [_exit_line(state), f"Status: still running after {waited}; session_id {session_id}"]
         label = "Output so far"
-        notes.append(_running_hint(session_id))
+        # An interactive shell's pager (less) uses the alternate screen.
+        snapshot = await backend.request(ScreenParams(id=session_id, owner=backend.owner))
+        notes.append(_running_hint(session_id, "full_screen" if snapshot.alternate else None))
     elif result.reason == "exited":
         state = State("exited", result.exit_code, None, result.cwd)
         where = f"; cwd {result.cwd}" if result.cwd else ""
@@ -741,7 +743,8 @@ _SHELL_COMMAND = """\
 Run a command in your shell: one bash (or zsh) that lives on between calls, so cd, export, \
 shell variables, functions and an activated virtualenv carry over to the next \
 shell_command. The first call starts it (in workdir); if it ends (`exit`), the next call \
-starts a new one. It reads your interactive startup files, as a terminal would.
+starts a new one. It reads your interactive startup files, as a terminal would, so a \
+pager may page here (git log, man): use exec_command for those, or git --no-pager.
 
 It returns the command's exit code, its output (no prompt, no echo) and the shell's cwd \
 afterwards, when the command ends or after yield_time_ms (default 10 s, at most 30 s): \
