@@ -13,7 +13,9 @@ whether a pager or a full-screen program is waiting for a key. A caller that giv
 (cancellation) interrupts the command as Ctrl-C would.
 
 Functions over the manager and the session it starts: this module drives a Session, so it
-sits beside the manager, above session.py.
+sits beside the manager, above session.py. It is the manager's own code kept out of
+manager.py (the facade), so it uses the manager's `_spawn` (to give the environment
+defaults of ours, which command rules do not judge as a client's) and `_session`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import trio
 from .errors import InvalidInput
 from .model import ExecResult, Screen, Showing
 from .policy import validate
+from .posix import proc
 from .shell import launch, pages
 
 if TYPE_CHECKING:
@@ -47,7 +50,6 @@ _DESCRIPTION_CHARS: Final = 200
 #: Programs that page: one of them among the command's processes holds the terminal until
 #: it gets a key.
 PAGERS: Final = frozenset({"less", "more", "most", "pg"})
-_MOST_LOOKED_AT: Final = 256  # processes, for the hint: a fork bomb is not worth reading
 
 
 def showing(screen: Screen, *, pager_running: bool) -> Showing | None:
@@ -56,26 +58,6 @@ def showing(screen: Screen, *, pager_running: bool) -> Showing | None:
     if screen.alternate:
         return "full_screen"
     return "pager" if pager_running else None
-
-
-def _pager_among(leader: int) -> bool:
-    """Whether a pager runs among `leader` and its descendants (by their names in /proc).
-    Only a hint: a process that ends meanwhile is skipped."""
-    todo = [leader]
-    for _ in range(_MOST_LOOKED_AT):
-        if not todo:
-            break
-        pid = todo.pop()
-        try:
-            with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as handle:
-                name = handle.read().strip()
-            with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as handle:
-                todo.extend(int(child) for child in handle.read().split())
-        except (OSError, ValueError):
-            continue
-        if name in PAGERS:
-            return True
-    return False
 
 
 async def execute(
@@ -147,7 +129,8 @@ async def execute(
     seen = None
     if running:
         snapshot = await manager.screen(session.id, owner=owner)
-        seen = showing(snapshot, pager_running=_pager_among(session.pid))
+        pager_running = not PAGERS.isdisjoint(proc.names_below(session.pid))
+        seen = showing(snapshot, pager_running=pager_running)
     return ExecResult(
         id=session.id,
         command=command,
