@@ -555,7 +555,7 @@ async def test_attach_without_a_terminal_shows_the_output_until_the_end(cli: Cli
         (["read", "pty_0", "--follow", "--idle", "5"], "--follow waits by itself"),
         (["read", "pty_0", "--follow", "--command", "2"], "--follow follows the session"),
         (["attach", "pty_0", "--detach-key", "C-b C-b"], "--detach-key"),
-        (["attach", "pty_0", "--detach-key", "F1"], "--detach-key: not a key"),
+        (["attach", "pty_0", "--detach-key", "F13"], "--detach-key: not a key"),
         (["list", "--bogus"], "unrecognized arguments: --bogus"),
         (["read-raw", "pty_0", "--output", "/nonexistent/dir/file"], "cannot write"),
     ],

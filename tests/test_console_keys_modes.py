@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trio_pty.console.keys import DetachMatcher, KeySpecError, parse_keys
+from trio_pty.console.keys import DetachMatcher, KeySpecError, key_bytes, parse_keys
 from trio_pty.console.modes import ModeTracker
 
 # --------------------------------------------------------------------------------------------
@@ -39,11 +39,35 @@ def test_key_specs(spec: str, keys: tuple[bytes, ...]) -> None:
 
 
 @pytest.mark.parametrize(
-    "spec", ["", "  ", "C-", "C-1", "C-é", "ctrl-]", "F1", "C-b C-b", "Escape M-x", "x x y"]
+    "spec", ["", "  ", "C-", "C-1", "C-é", "ctrl-]", "F13", "C-b C-b", "Escape M-x", "x x y"]
 )
 def test_key_specs_refused(spec: str) -> None:
     with pytest.raises(KeySpecError):
         parse_keys(spec)
+
+
+@pytest.mark.parametrize(
+    ("name", "sent"),
+    [
+        ("Up", b"\x1b[A"),
+        ("down", b"\x1b[B"),
+        ("Left", b"\x1b[D"),
+        ("Home", b"\x1b[H"),
+        ("PageUp", b"\x1b[5~"),
+        ("NPage", b"\x1b[6~"),
+        ("Delete", b"\x1b[3~"),
+        ("BTab", b"\x1b[Z"),
+        ("F1", b"\x1bOP"),
+        ("F5", b"\x1b[15~"),
+        ("F12", b"\x1b[24~"),
+        ("M-Up", b"\x1b\x1b[A"),
+        ("C-c", b"\x03"),
+        ("\\", b"\\"),
+    ],
+)
+def test_named_keys_are_what_an_xterm_sends(name: str, sent: bytes) -> None:
+    """The names MCP's write_stdin `keys` take (and the detach keys)."""
+    assert key_bytes(name) == sent
 
 
 SPECS = ["C-]", "C-b d", "M-d", "C-a C-d", "q", "M-x y", "Escape"]

@@ -54,7 +54,7 @@ async def test_sessions_are_the_servers_and_outlive_the_mcp_process(
             program = data["session_id"]
             assert (data["status"], data["output"]) == ("running", "up")
             data = await call(
-                client, "exec_command", {"cmd": "echo started; sleep 60", "yield_time_ms": 300}
+                client, "exec_command", {"cmd": "echo started; sleep 60", "yield_time_ms": 5000}
             )
             command = data["session_id"]
             assert (data["status"], data["output"]) == ("running", "started")
@@ -74,7 +74,7 @@ async def test_sessions_are_the_servers_and_outlive_the_mcp_process(
         sessions = {s.id: s for s in (await rpc.request(ListParams(owner=owner))).sessions}
         assert sessions[program].status == "running"
         assert sessions[command].status == "running"
-        assert sessions[command].shell == "bash"
+        assert (sessions[command].command, sessions[command].args[0]) == ("bash", "-lc")
         assert server_processes(live)  # still running, in the server
         await rpc.request(OwnerDeleteParams(owner=owner))
 

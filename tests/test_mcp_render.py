@@ -16,11 +16,10 @@ from trio_pty.mcp.render import (
     State,
     describe_end,
     error_text,
-    first_command,
     show_lines,
     state_of,
 )
-from trio_pty.model import CommandInfo, Line, SessionInfo
+from trio_pty.model import Line, SessionInfo
 
 MARKER = re.compile(r"^… (\d+) lines? not shown \(lines? (\d+)(?:-(\d+))?\)(.*) …$")
 
@@ -135,62 +134,20 @@ def _info(status: str = "running", shell: str | None = None, **fields: object) -
     return SessionInfo(**base)  # type: ignore[arg-type]
 
 
-def _command(state: str, exit_code: int | None = None, number: int = 1) -> CommandInfo:
-    return CommandInfo(
-        number=number,
-        command="make",
-        source="run",
-        state=state,  # type: ignore[arg-type]
-        exit_code=exit_code,
-        first_line=None,
-        last_line=None,
-        cwd="/src" if state == "exited" else None,
-        started_at=0.0,
-        duration_ms=1,
-    )
-
-
 @pytest.mark.parametrize(
-    ("info", "command", "expected"),
+    ("info", "expected"),
     [
-        (_info(), None, State("running", None, None)),
-        (_info("exited", exit_code=2), None, State("exited", 2, None)),
-        (_info("killed", exit_signal=9), None, State("killed", None, 9)),
-        (_info("killing"), None, State("killed", None, None)),
-        # A shell session is its command: running with it, ended with its exit code...
-        (_info(shell="bash"), _command("running"), State("running", None, None)),
-        (_info(shell="bash"), _command("exited", 0), State("exited", 0, None, "/src")),
-        (
-            _info("exited", shell="bash", exit_code=0),
-            _command("exited", 4),
-            State("exited", 4, None, "/src"),
-        ),
-        (_info(shell="bash"), _command("open"), State("exited", None, None)),
-        # ... or the shell's end when the shell ended during it.
-        (
-            _info("exited", shell="bash", exit_code=3),
-            _command("session_ended", 3),
-            State("exited", 3, None),
-        ),
-        (
-            _info("killed", shell="bash", exit_signal=9),
-            _command("session_ended"),
-            State("killed", None, 9),
-        ),
-        (_info(shell="bash"), None, State("running", None, None)),
+        (_info(), State("running", None, None)),
+        (_info("exited", exit_code=2), State("exited", 2, None)),
+        (_info("killed", exit_signal=9), State("killed", None, 9)),
+        (_info("killing"), State("killed", None, None)),
+        # A shell (shell_command) is a session like any other: its own state, not a command's.
+        (_info(shell="bash"), State("running", None, None)),
+        (_info("exited", shell="bash", exit_code=0), State("exited", 0, None)),
     ],
 )
-def test_the_state_a_model_sees(
-    info: SessionInfo, command: CommandInfo | None, expected: State
-) -> None:
-    assert state_of(info, command) == expected
-
-
-def test_the_command_of_a_shell_is_its_first() -> None:
-    assert first_command(
-        [_command("session_ended", 0, number=2), _command("exited", 1)]
-    ) == _command("exited", 1)
-    assert first_command([_command("exited", 0, number=2)]) is None
+def test_the_state_a_model_sees(info: SessionInfo, expected: State) -> None:
+    assert state_of(info) == expected
 
 
 def test_how_sessions_end_reads() -> None:

@@ -36,6 +36,7 @@ from .mcp_support import (
 
 TOOLS = {
     "exec_command",
+    "shell_command",
     "write_stdin",
     "read_output",
     "screen",
@@ -70,16 +71,25 @@ async def test_the_tools_and_their_schemas(tmp_path: Path) -> None:
         "yield_time_ms",
         "max_output_chars",
     }
-    assert {"session_id", "status", "exit_code", "output", "lines_omitted", "cwd"} <= set(
-        tools["exec_command"].output_schema["properties"]  # type: ignore[index]
-    )
+    exec_result = tools["exec_command"].output_schema["properties"]  # type: ignore[index]
+    assert {"session_id", "status", "exit_code", "output", "lines_omitted"} <= set(exec_result)
+    assert {"others_ended", "showing"} <= set(exec_result)
+    assert set(tools["write_stdin"].input_schema["properties"]) == {
+        "session_id",
+        "chars",
+        "keys",
+        "escapes",
+        "yield_time_ms",
+        "max_output_chars",
+    }
+    assert "literal" in (tools["write_stdin"].description or "").lower()
     assert tools["read_output"].annotations is not None
     assert tools["read_output"].annotations.read_only_hint is True
     assert tools["kill"].annotations is not None
     assert tools["kill"].annotations.destructive_hint is True
 
 
-async def test_exec_command_gives_the_exit_code_the_output_and_the_cwd(tmp_path: Path) -> None:
+async def test_exec_command_gives_the_exit_code_and_the_output(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     with trio.fail_after(STARTUP_TIMEOUT + 20):
         async with mcp_client(tmp_path) as client:
@@ -92,9 +102,8 @@ async def test_exec_command_gives_the_exit_code_the_output_and_the_cwd(tmp_path:
 
             data = await call(client, "exec_command", {"cmd": "cd sub && printf 'a\\nb\\n'"})
             assert (data["exit_code"], data["output"], data["lines_omitted"]) == (0, "a\nb", 0)
-            assert data["cwd"] == str(tmp_path / "sub")
 
-            # Each call is a fresh shell in workdir: nothing carries over.
+            # Each call is a script of its own in workdir: nothing carries over.
             data = await call(client, "exec_command", {"cmd": "pwd", "workdir": "sub"})
             assert data["output"] == str(tmp_path / "sub")
             data = await call(client, "exec_command", {"cmd": "pwd"})
@@ -103,10 +112,14 @@ async def test_exec_command_gives_the_exit_code_the_output_and_the_cwd(tmp_path:
             data = await call(client, "exec_command", {"cmd": "echo $0", "shell": "zsh"})
             assert data["output"] == "zsh"
 
-            # The shells of ended commands are gone: only their records remain.
+            # A script: not interactive, no prompt; the exit code is the command's own.
+            data = await call(client, "exec_command", {"cmd": 'echo "[$-]"; kill -TERM $$'})
+            assert "i" not in data["output"]
+            assert (data["status"], data["exit_code"], data["exit_signal"]) == ("exited", None, 15)
+
             sessions = (await call(client, "list_sessions", {}))["sessions"]
-            assert [s["status"] for s in sessions] == ["exited"] * 5
-            assert sessions[0]["command"] == "echo hi; exit 3"
+            assert [s["status"] for s in sessions] == ["exited"] * 6
+            assert (sessions[0]["kind"], sessions[0]["command"]) == ("command", "echo hi; exit 3")
 
 
 async def test_a_long_command_yields_a_session_and_ctrl_c_ends_it(tmp_path: Path) -> None:
@@ -115,7 +128,7 @@ async def test_a_long_command_yields_a_session_and_ctrl_c_ends_it(tmp_path: Path
             data = await call(
                 client,
                 "exec_command",
-                {"cmd": "echo started; sleep 60; echo never", "yield_time_ms": 300},
+                {"cmd": "echo started; sleep 60; echo never", "yield_time_ms": 2000},
             )
             assert (data["status"], data["exit_code"], data["output"]) == (
                 "running",
@@ -131,13 +144,14 @@ async def test_a_long_command_yields_a_session_and_ctrl_c_ends_it(tmp_path: Path
             )
             assert (data["status"], data["output"]) == ("running", "")
 
-            data = await call(client, "write_stdin", {"session_id": session_id, "chars": "\x03"})
-            assert (data["status"], data["exit_code"]) == ("exited", 130)
+            data = await call(client, "write_stdin", {"session_id": session_id, "keys": ["C-c"]})
+            # The shell running the script ends by the SIGINT its command got, as bash does.
+            assert (data["status"], data["exit_code"], data["exit_signal"]) == ("exited", None, 2)
             assert "never" not in data["output"]
 
             listed = (await call(client, "list_sessions", {}))["sessions"]
-            assert [(s["session_id"], s["status"], s["exit_code"]) for s in listed] == [
-                (session_id, "exited", 130)
+            assert [(s["session_id"], s["status"], s["exit_signal"]) for s in listed] == [
+                (session_id, "exited", 2)
             ]
             # Input to a command that has ended is not typed into its shell.
             result = await client.call_tool(
@@ -163,7 +177,7 @@ async def test_a_cancelled_call_interrupts_its_command(tmp_path: Path) -> None:
                 while sessions[0]["status"] == "running":  # only polling tells
                     await trio.sleep(0.05)
                     sessions = await interrupted()
-            assert [(s["status"], s["exit_code"]) for s in sessions] == [("exited", 130)]
+            assert [(s["status"], s["exit_signal"]) for s in sessions] == [("exited", 2)]
 
 
 async def test_write_stdin_answers_a_program_waiting_for_input(tmp_path: Path) -> None:
@@ -231,7 +245,8 @@ async def test_screen_shows_a_full_screen_program(tmp_path: Path) -> None:
             assert "a full-screen program is showing" in text(result)
             assert "hello from vim" in text(result)
 
-            await call(client, "write_stdin", {"session_id": session_id, "chars": "\\e:q!\r"})
+            keys = {"keys": ["Escape", ":", "q", "!", "Enter"]}
+            await call(client, "write_stdin", {"session_id": session_id, **keys})
             data = await call(client, "read_output", {"session_id": session_id})
             assert (data["status"], data["exit_code"]) == ("exited", 0)
 
@@ -253,19 +268,20 @@ async def test_read_output_pages_searches_and_follows(tmp_path: Path) -> None:
             assert numbers == [*range(1, cut + 1), *range(3001 - len(numbers) + cut, 3001)]
             assert data["lines_omitted"] == 3000 - len(numbers)
             assert len(data["output"]) <= 2000 + len(markers[0]) + 1
-            assert f"lines {cut + 1}-{3000 - len(numbers) + cut}" in markers[0]
+            # Line N holds N + 1: the command's output is all the session printed.
+            assert f"lines {cut}-{2999 - len(numbers) + cut}" in markers[0]
             hint = re.search(r"read_output (\{.*?\})", markers[0])
             assert hint is not None
             assert json.loads(hint.group(1)) == {
                 "session_id": session_id,
-                "offset": cut + 1,
+                "offset": cut,
                 "limit": 500,
             }
 
             page = await call(client, "read_output", json.loads(hint.group(1)))
             lines = page["output"].splitlines()
             assert lines[:500] == [str(n) for n in range(cut + 1, cut + 501)]
-            assert f'offset": {cut + 501}' in text(
+            assert f'offset": {cut + 500}' in text(
                 await client.call_tool("read_output", json.loads(hint.group(1)))
             )
             page = await call(
@@ -300,7 +316,10 @@ async def test_errors_say_their_kind_what_happened_and_what_to_do(tmp_path: Path
             assert re.match(r"Error \[(invalid_input|spawn_failed)\]: ", error), error
 
             error = await fail(client, "exec_command", {"cmd": "true", "yield_time_ms": 10**6})
-            assert error.startswith("Error [invalid_input]: timeout_ms")
+            assert error.startswith("Error [invalid_input]: yield_ms")
+
+            error = await fail(client, "write_stdin", {"session_id": "pty_1", "keys": ["C-1"]})
+            assert error.startswith("Error [invalid_input]: keys: no Ctrl key for '1'")
 
             error = await fail(client, "read_output", {"session_id": "pty_1", "pattern": "("})
             assert error.startswith("Error [session_not_found]")
@@ -493,18 +512,26 @@ async def test_a_session_as_an_agent_has_it(tmp_path: Path) -> None:
             assert (data["status"], data["exit_code"]) == ("exited", 0)
             assert data["output"].splitlines()[0] == "built"
 
+            reply, data = await session.call("shell_command", {"cmd": "export GREETING=hello"})
+            assert data["exit_code"] == 0
+            reply, data = await session.call(
+                "shell_command", {"cmd": 'echo "$GREETING from $(basename "$PWD")"'}
+            )
+            assert data["output"] == "hello from calc"
+
             reply, data = await session.call("kill", {"session_id": server})
             assert data["status"] == "killed"
             reply, data = await session.call("write_stdin", {"session_id": repl, "chars": "\u0004"})
             assert (data["status"], data["exit_code"]) == ("exited", 0)
             reply, data = await session.call("list_sessions", {})
-            assert [s["status"] for s in data["sessions"]] == [
-                "exited",
-                "exited",
-                "killed",
-                "exited",
-                "exited",
-                "exited",
+            assert [(s["kind"], s["status"]) for s in data["sessions"]] == [
+                ("command", "exited"),
+                ("command", "exited"),
+                ("program", "killed"),
+                ("command", "exited"),
+                ("program", "exited"),
+                ("command", "exited"),
+                ("shell", "running"),
             ]
             reply, data = await session.call("screen", {"session_id": "pty_0000000"})
             assert reply.startswith("Error [session_not_found]") and not data

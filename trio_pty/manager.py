@@ -36,6 +36,7 @@ from .model import (
     CommandResult,
     CompactPage,
     DrainStatus,
+    ExecResult,
     ExitEvent,
     OutputChunk,
     ReadPage,
@@ -664,6 +665,42 @@ class Manager(metaclass=_NoPublicConstructor):
         """Leaving `open_manager`: refuse new spawns, then end every session at once."""
         self._admission.closing = True
         self._runners.close()
+
+    # ------------------------------------------------------------------ one-shot commands
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        owner: str = "default",
+        description: str | None = None,
+        shell: str | None = None,
+        workdir: str | None = None,
+        env: Mapping[str, str] | None = None,
+        rows: int = 24,
+        cols: int = 80,
+        timeout: float | None = None,
+        yield_ms: int | None = None,
+    ) -> ExecResult:
+        """Run one command line the way a script runs (`bash -lc COMMAND`, or `shell`),
+        under a PTY of its own; return once it and what it left behind have ended, or after
+        `yield_ms` (default `limits.default_wait_ms`) with it still running. See
+        `trio_pty.oneshot`."""
+        from .oneshot import execute
+
+        return await execute(
+            self,
+            command,
+            owner=owner,
+            description=description,
+            shell=shell,
+            workdir=workdir,
+            env=env,
+            rows=rows,
+            cols=cols,
+            timeout=timeout,
+            yield_ms=yield_ms,
+        )
 
 
 def _only_cancelled(exc: BaseException) -> bool:

@@ -279,4 +279,34 @@ class CommandInfo:
     duration_ms: int
 
 
+Showing = Literal["pager", "full_screen"]
+"""What holds a terminal that waits for a key: a pager at its prompt, or a full-screen
+program (the alternate screen)."""
+
+
+@attrs.frozen(kw_only=True)
+class ExecResult:
+    """What `exec` saw of one command run the way a script runs (`trio_pty.oneshot`).
+
+    `status` is the session's: "running" once the yield time passed (it keeps running:
+    follow it by `id`), else how it ended, with `exit_code` (or `exit_signal`) the
+    command's own. `lines` are its output (past the read limit, the first and the last
+    ones; `missed_lines` counts those left out, `has_more` says some can still be read).
+    `others_ended`: processes besides the command that were still there when it ended and
+    were ended with it (its background jobs); None while it runs. `showing`: while it runs,
+    a pager or a full-screen program waiting for a key, if the screen shows one."""
+
+    id: str
+    command: str
+    status: Status
+    exit_code: int | None
+    exit_signal: int | None
+    lines: list[Line]
+    has_more: bool
+    missed_lines: int
+    others_ended: int | None
+    showing: Showing | None = None
+    duration_ms: int
+
+
 converter = cattrs.Converter(forbid_extra_keys=True)

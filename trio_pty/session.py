@@ -75,6 +75,7 @@ class Session:
         "lifecycle",
         "limits",
         "notify_on_exit",
+        "others_ended",
         "output",
         "owner",
         "pid",
@@ -124,6 +125,8 @@ class Session:
         self.reason: EndReason | None = None
         # Seconds from the kill to nothing of the session left; None when it ended by itself.
         self.teardown_s: float | None = None
+        # Processes besides the leader that the teardown found and ended (None: not yet).
+        self.others_ended: int | None = None
         self.error: str | None = None
         self.output = OutputBuffer(
             limits.buffer_size,
@@ -419,6 +422,7 @@ class Session:
         report = await self._ending_of(process).run()
         if process.returncode is not None:
             self._record_exit(process.returncode)
+        self.others_ended = report.others
         error = teardown.failure(report, self.limits.close_timeout)
         if error is not None:
             self.error = error

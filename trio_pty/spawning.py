@@ -50,6 +50,9 @@ class SpawnOptions:
     timeout: float | None = None
     idle_timeout: float | None = None  # checked: limits.idle_timeout when not given
     env: Mapping[str, str] | None = None  # the client's variables (checked: not env_allow's)
+    # Defaults of the manager's own (a one-shot command's pagers off), not the client's: so
+    # never checked against env_allow; the client's `env` overrides them.
+    defaults_env: Mapping[str, str] | None = None
     rows: int = 24
     cols: int = 80
 
@@ -150,7 +153,11 @@ class Spawner:
     ) -> tuple[dict[str, str], list[str]]:
         """The child's environment and what its leader execs (for a shell session, with
         our startup files)."""
-        overrides = options.env if shell is None else {**(options.env or {}), **shell.setup.env}
+        overrides = {
+            **(options.defaults_env or {}),
+            **(options.env or {}),
+            **(shell.setup.env if shell is not None else {}),
+        }
         child_env = finish_environment(
             self.base_env,
             overrides=overrides,

@@ -36,9 +36,9 @@ report.tools = tools.map((tool) => ({
 }));
 
 report.exit3 = await call("exec_command", { cmd: "echo hi; exit 3" });
-const long = await call("exec_command", { cmd: "echo started; sleep 60", yield_time_ms: 300 });
+const long = await call("exec_command", { cmd: "echo started; sleep 60", yield_time_ms: 2000 });
 report.long = long;
-report.interrupted = await call("write_stdin", { session_id: long.data.session_id, chars: "\u0003" });
+report.interrupted = await call("write_stdin", { session_id: long.data.session_id, keys: ["C-c"] });
 report.spawned = await call("spawn", {
   command: server.python,
   args: ["-m", "http.server", "0", "--bind", "127.0.0.1"],

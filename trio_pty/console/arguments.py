@@ -33,7 +33,7 @@ DEFAULT_READER: Final = "cli"
 
 # Verbs whose text may hold words that look like options (`write ID -1\n`,
 # `send ID ls -la`, `run ID grep -v x`): argparse leaves those words over, they go back in.
-_TEXT_VERBS: Final = frozenset({"write", "send", "run"})
+_TEXT_VERBS: Final = frozenset({"write", "send", "run", "exec"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -220,6 +220,27 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     _owner(run)
     run.add_argument("--wait-ms", type=int, metavar="MS", help="give up after MS ms (exit 124)")
 
+    once = verb(
+        "exec",
+        "run a command line as a script runs (bash -lc CMD) under a PTY of its own; prints "
+        "its output and exits with its exit code",
+        text=True,
+    )
+    once.add_argument("words", nargs="*", metavar="-- CMD")
+    _owner(once)
+    once.add_argument("--shell", default=None, help="bash (the default) or zsh")
+    _workdir(once)
+    _environment(once)
+    _window(once)
+    once.add_argument("--timeout", type=float, default=None, help="kill it after SECONDS")
+    once.add_argument(
+        "--wait-ms",
+        type=int,
+        metavar="MS",
+        help="give up waiting after MS ms, leaving it running (exit 124; default: the "
+        "server's default_wait_ms, 10 s)",
+    )
+
     history = verb("commands", "a shell session's command history")
     history.add_argument("id")
     _owner(history)
@@ -293,14 +314,14 @@ def claim_extra_words(args: argparse.Namespace, extra: Sequence[str]) -> None:
 
 def check(args: argparse.Namespace) -> None:
     """Usage errors a verb can find before connecting."""
-    if args.command in ("spawn", "shell"):
+    if args.command in ("spawn", "shell", "exec"):
         env_pairs(args.env)
         workdir_of(args)
     if args.command == "spawn":
         spawn_argv(args)
     if args.command == "write" and args.text is None:
         raise UsageError("write needs TEXT: trio-pty write ID TEXT")
-    if args.command in ("send", "run") and not args.words:
+    if args.command in ("send", "run", "exec") and not args.words:
         what = "WORD..." if args.command == "send" else "-- CMD"
         raise UsageError(f"{args.command} needs {what}")
     if args.command == "wait" and not (

@@ -22,6 +22,7 @@ __all__ = [
     "DETACH_DELAY",
     "DetachMatcher",
     "KeySpecError",
+    "key_bytes",
     "keystrokes_to_text",
     "parse_keys",
 ]
@@ -34,8 +35,30 @@ _NAMED: Final[dict[str, bytes]] = {
     "esc": b"\x1b",
     "enter": b"\r",
     "tab": b"\t",
+    "btab": b"\x1b[Z",
     "space": b" ",
     "bspace": b"\x7f",
+    "backspace": b"\x7f",
+    # What an xterm sends in its normal cursor mode (readline, less and vim take these too).
+    "up": b"\x1b[A",
+    "down": b"\x1b[B",
+    "right": b"\x1b[C",
+    "left": b"\x1b[D",
+    "home": b"\x1b[H",
+    "end": b"\x1b[F",
+    "ic": b"\x1b[2~",
+    "insert": b"\x1b[2~",
+    "dc": b"\x1b[3~",
+    "delete": b"\x1b[3~",
+    "ppage": b"\x1b[5~",
+    "pageup": b"\x1b[5~",
+    "npage": b"\x1b[6~",
+    "pagedown": b"\x1b[6~",
+    **{f"f{n}": code for n, code in enumerate((b"\x1bOP", b"\x1bOQ", b"\x1bOR", b"\x1bOS"), 1)},
+    **{
+        f"f{n}": f"\x1b[{code}~".encode()
+        for n, code in zip(range(5, 13), (15, 17, 18, 19, 20, 21, 23, 24), strict=True)
+    },
 }
 # C-x for the characters a terminal can send with Ctrl held (as tmux spells them).
 _CONTROL: Final[dict[str, int]] = {
@@ -56,11 +79,13 @@ class KeySpecError(ValueError):
     """A detach-key spec that is not one (the message says why)."""
 
 
-def _key(word: str) -> bytes:
+def key_bytes(word: str) -> bytes:
     """One key, tmux style: `C-x` or `^x` (Ctrl), `M-x` (Meta: ESC then x), a name
-    (`Escape`, `Enter`, `Tab`, `Space`, `BSpace`) or one character."""
+    (`Escape`, `Enter`, `Tab`, `BTab`, `Space`, `BSpace`, `Up`, `Down`, `Left`, `Right`,
+    `Home`, `End`, `PageUp`/`PPage`, `PageDown`/`NPage`, `Insert`/`IC`, `Delete`/`DC`,
+    `F1`..`F12`; any case) or one character."""
     if word.startswith("M-") and len(word) > 2:
-        return b"\x1b" + _key(word[2:])
+        return b"\x1b" + key_bytes(word[2:])
     control = None
     if word.startswith("C-") and len(word) > 2:
         control = word[2:]
@@ -79,13 +104,14 @@ def _key(word: str) -> bytes:
     if len(word) == 1:
         return word.encode("utf-8")
     raise KeySpecError(
-        f"not a key: {word!r} (C-x, M-x, ^x, Escape, Enter, Tab, Space, one character)"
+        f"not a key: {word!r} (C-x, M-x, ^x, Escape, Enter, Tab, Space, BSpace, Up, Down, "
+        "Left, Right, Home, End, PageUp, PageDown, Delete, F1..F12, or one character)"
     )
 
 
 def parse_keys(spec: str) -> tuple[bytes, ...]:
     """A detach sequence ("C-]", "C-b d") -> each key's bytes."""
-    keys = tuple(_key(word) for word in spec.split())
+    keys = tuple(key_bytes(word) for word in spec.split())
     if not keys:
         raise KeySpecError("give at least one key, e.g. C-] or 'C-b d'")
     sequence, twice = b"".join(keys), keys[0] * 2

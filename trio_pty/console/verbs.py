@@ -34,6 +34,7 @@ from trio_pty.model import Line, ReadPage, Wait, WaitReason
 from trio_pty.wire import (
     CommandsParams,
     DrainParams,
+    ExecParams,
     KillParams,
     ListParams,
     OwnerDeleteParams,
@@ -409,6 +410,57 @@ async def _run(client: TrioPtyClient, args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+async def _exec(client: TrioPtyClient, args: argparse.Namespace) -> int:
+    """Print the command's output (all of it the buffer holds) and exit with its code, or
+    128 + the signal that ended it (as a shell says it)."""
+    words = list(args.words)
+    if words and words[0] == "--":
+        words = words[1:]
+    result = await client.request(
+        ExecParams(
+            command=" ".join(words),
+            owner=args.owner,
+            shell=args.shell,
+            workdir=workdir_of(args),
+            env=env_pairs(args.env),
+            rows=args.rows,
+            cols=args.cols,
+            timeout=args.timeout,
+            yield_ms=args.wait_ms,
+        )
+    )
+    if args.json:
+        print_json(result)
+    elif result.has_more or result.missed_lines:
+        offset = 0
+        while True:
+            page = await client.request(ReadParams(id=result.id, owner=args.owner, offset=offset))
+            _report_missed(page)
+            for line in page.lines:
+                print(line.text)
+            if not page.has_more:
+                break
+            offset = page.next_offset
+    else:
+        for line in result.lines:
+            print(line.text)
+    sys.stdout.flush()
+    if result.status == "running":
+        note(
+            f"(it still runs after {result.duration_ms} ms: trio-pty read {result.id} "
+            f"--follow, or trio-pty kill {result.id})"
+        )
+        return EXIT_TIMEOUT
+    others = result.others_ended
+    if others:
+        note(f"({others} other process{'es' if others != 1 else ''} it left running ended with it)")
+    if result.exit_code is not None:
+        return result.exit_code
+    if result.exit_signal is not None:
+        return 128 + result.exit_signal
+    return EXIT_ERROR
+
+
 # --------------------------------------------------------------------------------------------
 # Controlling sessions
 
@@ -471,6 +523,7 @@ VERBS: Final[dict[str, Verb]] = {
     "write": _write,
     "send": _send,
     "run": _run,
+    "exec": _exec,
     "commands": _commands,
     "screen": _screen,
     "wait": _wait,

@@ -9,7 +9,7 @@ it, this one does not, so that `trio-pty mcp` without it can say how to install 
 
 - `tools`: the tools (arguments, results, descriptions, what each does);
 - `render`: their text and the error texts (pure);
-- `backend`: what the tools call, in process (`LocalBackend`) or over the wire (`remote`);
+- `backend`: where the tools' requests go: a client in process or over the wire, one owner;
 - `stdio`: the stdio transport on trio;
 - `server`: the SDK's server with the tools, signals, the bounded stop.
 """
@@ -138,12 +138,13 @@ def _connected(args: argparse.Namespace, token: str | None) -> int:
     from trio_pty.errors import unwrap_group
     from trio_pty.limits import Limits
 
-    from . import remote, server
+    from . import server
+    from .backend import remote_backend
 
     if args.config is not None or args.root is not None:
         print("trio-pty mcp: --config and --root are the server's with --connect", file=sys.stderr)
         return EXIT_USAGE
-    opener = partial(remote.remote_backend, args.connect, token, owner=args.owner)
+    opener = partial(remote_backend, args.connect, token, owner=args.owner)
     gc.freeze()
     try:
         with unwrap_group():

@@ -1,39 +1,37 @@
-"""What the tools call: the manager's calls for one owner, in process or over the wire.
+"""Where the tools' requests go: one client (`Requester`) and the owner they act for.
 
-`Backend` is the part of the library contract the MCP tools use, with the owner bound.
-`LocalBackend` calls a manager this process runs (the MCP client session is the owner);
-`RemoteBackend` (in `remote.py`) sends the same calls to a running `trio-pty serve`, one wire
-record each. Neither adds behaviour: a tool that needs something new gets it from the
-manager first.
+In process the client is a `LocalClient` over a manager this process runs (the MCP client
+session is the owner); with `--connect` it is a `TrioPtyClient` to a running `trio-pty
+serve` (the owner is `--owner`, or one of our own per run). Either way each tool call is
+requests of `trio_pty.wire` records: the tools add no behaviour the manager lacks, and do
+not know which client they have.
 
-When trio-pty refuses a call, a backend raises a `PtyError` in process and a `ServiceError`
-(the same kind, message and details) over the wire: `REFUSALS` names both.
+A refusal is a `ServiceError` (the kind, message and details the server reported), and so
+is a lost connection (kind `connection_lost`): `Backend.request` makes them so, once.
 """
 
 from __future__ import annotations
 
-import builtins
-from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
 
-from trio_pty.errors import PtyError
-from trio_pty.manager import Manager
-from trio_pty.model import (
-    CommandInfo,
-    CommandResult,
-    ReadPage,
-    Screen,
-    SessionInfo,
-    Wait,
-    WriteResult,
-)
+import attrs
+import trio
 
-__all__ = ["REFUSALS", "Backend", "LocalBackend", "ServiceError"]
+from trio_pty.client.client import ConnectionLost, RpcError, connect
+from trio_pty.client.requester import Requester
+from trio_pty.wire import Params
+
+__all__ = ["Backend", "ServiceError", "default_owner", "remote_backend"]
+
+R = TypeVar("R")
 
 
 class ServiceError(Exception):
     """A refusal a server reported (its error's kind, message and details), or the loss of
-    the connection to it (kind `connection_lost`): what a `PtyError` says in process."""
+    the connection to it (kind `connection_lost`)."""
 
     def __init__(self, kind: str, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -45,134 +43,38 @@ class ServiceError(Exception):
         return dict(self._details)
 
 
-#: What a backend raises when trio-pty refuses a call.
-REFUSALS: tuple[type[PtyError], type[ServiceError]] = (PtyError, ServiceError)
+@attrs.define(eq=False)
+class Backend:
+    """The tools' client and owner, and the one thing the tools remember between calls:
+    the shell `shell_command` runs in when it is not given one."""
+
+    client: Requester
+    owner: str
+    shell_id: str | None = None
+    shell_lock: trio.Lock = attrs.Factory(trio.Lock)
+
+    async def request(self, params: Params[R]) -> R:
+        """One call; the server's refusals and a lost connection as `ServiceError`s."""
+        try:
+            return await self.client.request(params)
+        except RpcError as exc:
+            # A refusal of trio-pty has its kind; a malformed request (-32602) is ours.
+            raise ServiceError(exc.kind or "invalid_input", exc.message, exc.data) from exc
+        except ConnectionLost as exc:
+            raise ServiceError("connection_lost", str(exc) or "connection closed") from exc
 
 
-class Backend(Protocol):
-    """The calls the tools make, all for one owner (see `Manager` for what each does)."""
-
-    @property
-    def owner(self) -> str: ...
-
-    async def spawn(
-        self,
-        command: str,
-        args: Sequence[str],
-        *,
-        description: str,
-        workdir: str | None,
-        ready: Wait | None,
-    ) -> SessionInfo: ...
-
-    async def spawn_shell(
-        self, *, description: str, shell: str | None, workdir: str | None
-    ) -> SessionInfo: ...
-
-    async def run(self, session_id: str, command: str, *, timeout_ms: int) -> CommandResult: ...
-
-    async def commands(self, session_id: str, *, limit: int) -> list[CommandInfo]: ...
-
-    async def write(self, session_id: str, data: str, *, escapes: bool) -> WriteResult: ...
-
-    async def read(
-        self,
-        session_id: str,
-        *,
-        offset: int = 0,
-        limit: int | None = None,
-        pattern: str | None = None,
-        tail: int | None = None,
-        since: Literal["last"] | None = None,
-        wait: Wait | None = None,
-    ) -> ReadPage: ...
-
-    async def screen(self, session_id: str) -> Screen: ...
-
-    async def get(self, session_id: str) -> SessionInfo: ...
-
-    async def list(self) -> builtins.list[SessionInfo]: ...
-
-    async def kill(self, session_id: str, *, cleanup: bool) -> SessionInfo: ...
+def default_owner() -> str:
+    """One owner per run: this MCP client session's sessions, and nobody else's."""
+    return f"mcp-{secrets.token_hex(4)}"
 
 
-class LocalBackend:
-    """A manager of this process, for one owner."""
-
-    def __init__(self, manager: Manager, owner: str) -> None:
-        self._manager = manager
-        self._owner = owner
-
-    @property
-    def owner(self) -> str:
-        return self._owner
-
-    async def spawn(
-        self,
-        command: str,
-        args: Sequence[str],
-        *,
-        description: str,
-        workdir: str | None,
-        ready: Wait | None,
-    ) -> SessionInfo:
-        return await self._manager.spawn(
-            command,
-            args,
-            owner=self._owner,
-            description=description,
-            workdir=workdir,
-            ready=ready,
-        )
-
-    async def spawn_shell(
-        self, *, description: str, shell: str | None, workdir: str | None
-    ) -> SessionInfo:
-        return await self._manager.spawn_shell(
-            owner=self._owner, description=description, shell=shell, workdir=workdir
-        )
-
-    async def run(self, session_id: str, command: str, *, timeout_ms: int) -> CommandResult:
-        return await self._manager.run(
-            session_id, command, owner=self._owner, timeout_ms=timeout_ms
-        )
-
-    async def commands(self, session_id: str, *, limit: int) -> list[CommandInfo]:
-        return self._manager.commands(session_id, owner=self._owner, limit=limit)
-
-    async def write(self, session_id: str, data: str, *, escapes: bool) -> WriteResult:
-        return await self._manager.write(session_id, data, owner=self._owner, escapes=escapes)
-
-    async def read(
-        self,
-        session_id: str,
-        *,
-        offset: int = 0,
-        limit: int | None = None,
-        pattern: str | None = None,
-        tail: int | None = None,
-        since: Literal["last"] | None = None,
-        wait: Wait | None = None,
-    ) -> ReadPage:
-        return await self._manager.read(
-            session_id,
-            owner=self._owner,
-            offset=offset,
-            limit=limit,
-            pattern=pattern,
-            tail=tail,
-            since=since,
-            wait=wait,
-        )
-
-    async def screen(self, session_id: str) -> Screen:
-        return await self._manager.screen(session_id, owner=self._owner)
-
-    async def get(self, session_id: str) -> SessionInfo:
-        return self._manager.get(session_id, owner=self._owner)
-
-    async def list(self) -> builtins.list[SessionInfo]:
-        return self._manager.list(self._owner)
-
-    async def kill(self, session_id: str, *, cleanup: bool) -> SessionInfo:
-        return await self._manager.kill(session_id, owner=self._owner, cleanup=cleanup)
+@asynccontextmanager
+async def remote_backend(
+    url: str, token: str | None, *, owner: str | None
+) -> AsyncIterator[Backend]:
+    """`--connect URL`: a connection to `trio-pty serve` for the duration of the block (the
+    sessions are the server's, and stay). Reads use the connection's own read cursor, which
+    is this MCP client's alone."""
+    async with connect(url, token) as client:
+        yield Backend(client, owner or default_owner())

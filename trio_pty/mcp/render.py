@@ -14,7 +14,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from trio_pty.model import CommandInfo, Line, SessionInfo
+from trio_pty.model import Line, SessionInfo
 
 __all__ = [
     "ERROR_ADVICE",
@@ -23,7 +23,6 @@ __all__ = [
     "Status",
     "describe_end",
     "error_text",
-    "first_command",
     "read_hint",
     "show_lines",
     "state_of",
@@ -37,9 +36,8 @@ HINT_LIMIT: Final = 500
 
 @attrs.frozen
 class State:
-    """A session as a model sees it: a shell session from exec_command is its command
-    (running until the command ends, then its exit code and cwd); any other session is its
-    program."""
+    """A session as a model sees it: running, or how it ended; `cwd` is where a command
+    left its shell (shell_command)."""
 
     status: Status
     exit_code: int | None
@@ -47,29 +45,11 @@ class State:
     cwd: str | None = None
 
 
-def first_command(commands: Sequence[CommandInfo]) -> CommandInfo | None:
-    """The command exec_command ran in its shell: always number 1 (what follows it is the
-    `exit` that closes the shell, or whatever a person typed through the monitor)."""
-    for command in commands:
-        if command.number == 1:
-            return command
-    return None
-
-
-def state_of(info: SessionInfo, command: CommandInfo | None) -> State:
-    """The state of a session; `command` is a shell session's first command, if any."""
+def state_of(info: SessionInfo) -> State:
+    """The state of a session (its program's: a command's from exec_command is its own)."""
     ended: Status = "killed" if info.status in ("killing", "killed") else "exited"
-    program = State(
-        "running" if info.status == "running" else ended, info.exit_code, info.exit_signal
-    )
-    if info.shell is None or command is None:
-        return program
-    if command.state == "running":
-        return program  # running while the shell does; else the shell's end is its end
-    if command.state == "session_ended":
-        return State(program.status, command.exit_code, info.exit_signal, command.cwd)
-    # "exited" (its status is known) or "open" (the shell never reported it: no exit code)
-    return State("exited", command.exit_code, None, command.cwd)
+    status: Status = "running" if info.status == "running" else ended
+    return State(status, info.exit_code, info.exit_signal)
 
 
 def describe_end(state: State) -> str:
@@ -213,11 +193,11 @@ ERROR_ADVICE: Final[Mapping[str, str]] = {
     ),
     "busy": (
         "A command is still running in that session: wait for it with write_stdin and "
-        'empty chars, or interrupt it with chars "\\u0003" (Ctrl-C).'
+        'empty chars, or interrupt it with keys ["C-c"].'
     ),
     "write_timeout": (
         "The program did not read its input in time. Look at it with screen or "
-        'read_output; interrupt it with chars "\\u0003" or end it with kill.'
+        'read_output; interrupt it with keys ["C-c"] or end it with kill.'
     ),
     "invalid_input": "An argument is not acceptable: fix the one named above and call again.",
     "permission_denied": (

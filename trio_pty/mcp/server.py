@@ -32,12 +32,13 @@ from mcp_types import Tool as ToolDefinition
 from pydantic import ValidationError
 
 import trio_pty
+from trio_pty.client.local import LocalClient
 from trio_pty.limits import Limits
 from trio_pty.manager import open_manager
 from trio_pty.policy.authorize import Authorizer
 from trio_pty.policy.environment import EnvMode
 
-from .backend import REFUSALS, Backend, LocalBackend
+from .backend import Backend, ServiceError
 from .render import error_text
 from .tools import INSTRUCTIONS, TOOLS, Tool
 
@@ -112,7 +113,7 @@ async def call_tool(backend: Backend, tool: Tool[Any], arguments: dict[str, Any]
         return _invalid_arguments(exc)
     try:
         reply = await tool.handler(backend, parsed)
-    except REFUSALS as exc:
+    except ServiceError as exc:
         return _failure(exc.kind, exc.message, exc.details())
     except Exception as exc:
         log.exception("tool %s failed", tool.name)
@@ -159,7 +160,7 @@ async def local_backend(settings: InProcess) -> AsyncIterator[Backend]:
         authorizer=settings.authorizer,
     ) as manager:
         try:
-            yield LocalBackend(manager, LOCAL_OWNER)
+            yield Backend(LocalClient(manager), LOCAL_OWNER)
         finally:
             live = sum(1 for info in manager.list_all() if info.status in ("running", "killing"))
             began = trio.current_time()

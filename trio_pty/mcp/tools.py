@@ -1,21 +1,23 @@
 """The MCP tools: their arguments, their results, their descriptions, and what each does.
 
-Each tool is a few calls on a `Backend` (the manager for one owner) and a report made by
-`render`. Shaped after what coding agents already use: Codex's `exec_command` and
-`write_stdin`, Claude Code's background shells, DesktopCommander's process tools.
+Each tool is a few requests through a `Backend` (a client, in process or over the wire,
+and the owner) and a report made by `render`. Shaped after what coding agents already use:
+Codex's `exec_command` and `write_stdin`, Claude Code's background shells, DesktopCommander's
+process tools.
 
-Two rules hold for every tool:
+Rules every tool keeps:
 
-- A shell session from `exec_command` *is* its command: it runs while the command runs, and
-  once the command has ended its shell is closed (`exit`), whichever tool notices first.
+- **Input is literal.** What the model sends is what the program receives: JSON has already
+  decoded `\\n` and `\\u0003`, and nothing decodes backslashes a second time unless the call
+  says `escapes: true`. Keys that are hard to write go in `keys` by name (`["C-c", "Up"]`).
+- `exec_command` runs one command the way a script runs (`Manager.exec`); `shell_command`
+  runs commands in one shell that lives on between calls (`spawn_shell` + `run`).
 - Every tool that shows a session's output moves this owner's read cursor past what it
-  showed (a read does; `exec_command` and `spawn` read their tail), so `write_stdin` and
-  `read_output` with `since_last` show only what came after.
+  showed, so `write_stdin` and `read_output` with `since_last` show only what came after.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import shlex
@@ -24,14 +26,26 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, Generic, TypeVar
 
 import attrs
-import trio
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from trio_pty.model import CommandInfo, ReadPage, SessionInfo, Wait
+from trio_pty.console.keys import KeySpecError, key_bytes, keystrokes_to_text
+from trio_pty.model import ExecResult, Line, ReadPage, SessionInfo, Wait
+from trio_pty.wire import (
+    ExecParams,
+    GetParams,
+    KillParams,
+    ListParams,
+    ReadParams,
+    RunParams,
+    ScreenParams,
+    SpawnParams,
+    SpawnShellParams,
+    WriteParams,
+)
 
-from .backend import REFUSALS, Backend
-from .render import Shown, State, Status, describe_end, first_command, show_lines, state_of
+from .backend import Backend, ServiceError
+from .render import Shown, State, Status, describe_end, show_lines, state_of
 
 __all__ = ["QUIET_MS", "TOOLS", "Reply", "Tool"]
 
@@ -40,8 +54,6 @@ __all__ = ["QUIET_MS", "TOOLS", "Reply", "Tool"]
 QUIET_MS: Final = 500
 #: How much output a reply shows when the caller does not say.
 DEFAULT_MAX_CHARS: Final = 20_000
-#: How long a cancelled exec_command may take to send its command Ctrl-C.
-_INTERRUPT_SECONDS: Final = 0.5
 #: read_output's page when no window is given.
 DEFAULT_TAIL: Final = 100
 #: Lines a since-last read asks for: the most the manager gives (Limits.max_read_limit);
@@ -62,25 +74,49 @@ _MAX_CHARS = Field(
 )
 
 
+_WORKDIR = Field(
+    None,
+    description="Where to run it (a relative path starts at the directory the MCP server "
+    "runs in, which is also the default).",
+)
+_SHELL = Field(None, description='"bash" (the default) or "zsh".')
+_YIELD = Field(
+    10_000,
+    ge=1,
+    description="Return after this long if the command is still running (default 10000, "
+    "at most 30000); it keeps running and you get its session_id.",
+)
+
+
 class ExecCommandArguments(_Arguments):
     cmd: str = Field(
-        description="The command line, as you would type it in bash: pipes, &&, quotes, "
-        "globs and several lines all work."
+        description="The command line, as you would write it in a bash script: pipes, &&, "
+        "quotes, globs and several lines all work."
+    )
+    workdir: str | None = _WORKDIR
+    shell: str | None = _SHELL
+    yield_time_ms: int = _YIELD
+    max_output_chars: int = _MAX_CHARS
+
+
+class ShellCommandArguments(_Arguments):
+    cmd: str = Field(description="The command line, typed into the shell as it is.")
+    session_id: str | None = Field(
+        None,
+        description="A shell from an earlier shell_command. Default: your shell, which the "
+        "first call starts (and the next starts again if it ended).",
     )
     workdir: str | None = Field(
         None,
-        description="Where to run it (a relative path starts at the directory the MCP "
-        "server runs in, which is also the default).",
+        description="Where a new shell starts (default: the directory the MCP server runs "
+        "in). An existing shell stays where it is: cd moves it.",
     )
     shell: str | None = Field(
-        None, description='"bash" or "zsh" (default: $SHELL when it is one of them, else bash).'
+        None,
+        description='"bash" or "zsh" for a new shell (default: $SHELL when it is one of '
+        "them, else bash).",
     )
-    yield_time_ms: int = Field(
-        10_000,
-        ge=1,
-        description="Return after this long if the command is still running (default "
-        "10000, at most 30000); it keeps running and you get its session_id.",
-    )
+    yield_time_ms: int = _YIELD
     max_output_chars: int = _MAX_CHARS
 
 
@@ -88,9 +124,20 @@ class WriteStdinArguments(_Arguments):
     session_id: str = _SESSION_ID
     chars: str = Field(
         "",
-        description='Keys to type: "\\n" is Enter, "\\u0003" Ctrl-C, "\\u0004" Ctrl-D; '
-        "backslash escapes are decoded too (\\x03, \\e[A for the up arrow, \\t), so write a "
-        "literal backslash as \\\\. Empty: send nothing, just wait for new output.",
+        description='Text to type, sent exactly as given: "\\n" (JSON\'s newline) is Enter, '
+        '"\\u0003" Ctrl-C, "\\u0004" Ctrl-D. A backslash is a backslash. Empty (and no '
+        "keys): send nothing, just wait for new output.",
+    )
+    keys: list[str] = Field(
+        default_factory=list,
+        description='Keys to press after chars, by name: "Enter", "Tab", "Escape", '
+        '"BSpace", "Up", "Down", "Left", "Right", "Home", "End", "PageUp", "PageDown", '
+        '"Delete", "F1".."F12", "C-c" (Ctrl-C), "C-d", "M-x" (Alt-x), or one character.',
+    )
+    escapes: bool = Field(
+        False,
+        description="Decode backslash escapes in chars first (\\e or \\x1b for Escape, "
+        "\\t, \\r, \\\\ for one backslash). Off by default: chars go as typed.",
     )
     yield_time_ms: int = Field(
         10_000,
@@ -136,11 +183,7 @@ class SpawnArguments(_Arguments):
     args: list[str] = Field(
         default_factory=list, description='Its arguments, one string each: ["run", "dev"].'
     )
-    workdir: str | None = Field(
-        None,
-        description="Where to run it (a relative path starts at the directory the MCP "
-        "server runs in, which is also the default).",
-    )
+    workdir: str | None = _WORKDIR
     ready_pattern: str | None = Field(
         None,
         description='Return once a line matches this RE2 regular expression, like "Listening '
@@ -164,6 +207,11 @@ class SessionReport(BaseModel):
     exit_signal: int | None
     output: str
     lines_omitted: int
+
+
+class ExecReport(SessionReport):
+    others_ended: int | None
+    showing: str | None
 
 
 class CommandReport(SessionReport):
@@ -197,7 +245,6 @@ class SessionSummary(BaseModel):
     kind: str
     command: str
     workdir: str
-    cwd: str | None
     started_at: float
 
 
@@ -230,43 +277,53 @@ class Tool(Generic[A]):
 # Shared steps
 
 
-async def _command_of(backend: Backend, info: SessionInfo) -> CommandInfo | None:
-    """A shell session's command (exec_command's), None for other sessions."""
-    if info.shell is None:
-        return None
-    return first_command(await backend.commands(info.id, limit=50))
+async def _get(backend: Backend, session_id: str) -> tuple[SessionInfo, State]:
+    info = await backend.request(GetParams(id=session_id, owner=backend.owner))
+    return info, state_of(info)
 
 
-async def _state(backend: Backend, session_id: str) -> tuple[SessionInfo, State]:
-    """The session and its state; the shell of a command that has ended is told to exit."""
-    info = await backend.get(session_id)
-    command = await _command_of(backend, info)
-    state = state_of(info, command)
-    ended = state.status != "running"
-    if info.shell is not None and info.status == "running" and info.at_prompt and ended:
-        await _close_shell(backend, session_id)
-    return info, state
-
-
-async def _close_shell(backend: Backend, session_id: str) -> None:
-    """Tell the shell of a command that has ended to exit, and go on: it leaves in a few
-    milliseconds (a kill would wait out the terminate grace, since an interactive shell
-    ignores SIGTERM). Saying it twice is harmless, and needed by zsh with jobs running."""
-    with contextlib.suppress(*REFUSALS):  # already gone, or the rules refuse: it stays idle
-        await backend.write(session_id, "exit\r", escapes=False)
+async def _read(backend: Backend, session_id: str, **window: Any) -> ReadPage:
+    return await backend.request(ReadParams(id=session_id, owner=backend.owner, **window))
 
 
 async def _seek(backend: Backend, session_id: str) -> None:
     """Move this owner's read cursor to the end of the output (a read moves it past what it
     returned), so the next since-last read shows only what comes after now."""
-    await backend.read(session_id, tail=1)
+    await _read(backend, session_id, tail=1)
 
 
-def _running_hint(session_id: str) -> str:
-    poll = json.dumps({"session_id": session_id, "chars": ""})
+def _input_of(args: WriteStdinArguments) -> str:
+    """What write_stdin types: `chars` as given, then the named keys."""
+    try:
+        keys = b"".join(key_bytes(name) for name in args.keys)
+    except KeySpecError as exc:
+        raise ServiceError("invalid_input", f"keys: {exc}") from None
+    if args.escapes:
+        return args.chars + keystrokes_to_text(keys)  # the keys survive the decoding
+    return args.chars + keys.decode("utf-8")
+
+
+#: The keys that leave a full-screen program, for the hint (write_stdin `keys`).
+_LEAVE_KEYS: Final = (
+    '["q"] for less, man, top and htop; ["Escape", ":", "q", "!", "Enter"] for vim; '
+    '["C-x"] for nano'
+)
+
+
+def _running_hint(session_id: str, showing: str | None = None) -> str:
+    poll = json.dumps({"session_id": session_id})
+    if showing == "pager":
+        leave = json.dumps({"session_id": session_id, "keys": ["q"]})
+        return (
+            f"A pager is waiting for a key: screen {poll} shows it; write_stdin {leave} leaves it."
+        )
+    if showing == "full_screen":
+        return (
+            f"A full-screen program is showing: screen {poll} shows it. Leave it with "
+            f"write_stdin keys: {_LEAVE_KEYS}."
+        )
     return (
-        f"Next: write_stdin {poll} waits for more output; chars "
-        '"\\u0003" (Ctrl-C) interrupts it; kill ends it.'
+        f'Next: write_stdin {poll} waits for more output; keys ["C-c"] interrupts it; kill ends it.'
     )
 
 
@@ -296,9 +353,25 @@ def _page_notes(page: ReadPage, session_id: str) -> list[str]:
     return notes
 
 
+def _command_output(
+    lines: list[Line], missed: int, budget: int, session_id: str
+) -> tuple[Shown, int, list[str]]:
+    """A command's output (its first and last lines when long): shown, the lines no longer
+    kept, and the note saying so."""
+    shown = show_lines(lines, budget, session_id=session_id, gaps=True)
+    jumps = sum(b.number - a.number - 1 for a, b in itertools.pairwise(lines))
+    gone = max(0, missed - jumps)
+    notes = [f"({gone} earlier lines had already left the buffer.)"] if gone else []
+    return shown, gone, notes
+
+
 def _description(tool: str, words: str) -> str:
     words = " ".join(words.split())
     return f"{tool}: {words if len(words) <= 200 else words[:199] + '…'}"
+
+
+def _waited(ms: int) -> str:
+    return f"{ms / 1000:g} s"
 
 
 # --------------------------------------------------------------------------------------------
@@ -306,46 +379,117 @@ def _description(tool: str, words: str) -> str:
 
 
 async def exec_command(backend: Backend, args: ExecCommandArguments) -> Reply:
-    info = await backend.spawn_shell(
-        description=_description("exec_command", args.cmd), shell=args.shell, workdir=args.workdir
+    result: ExecResult = await backend.request(
+        ExecParams(
+            command=args.cmd,
+            owner=backend.owner,
+            description=_description("exec_command", args.cmd),
+            shell=args.shell,
+            workdir=args.workdir,
+            yield_ms=args.yield_time_ms,
+        )
     )
-    try:
-        result = await backend.run(info.id, args.cmd, timeout_ms=args.yield_time_ms)
-    except REFUSALS:
-        await _close_shell(backend, info.id)  # the command never started
-        raise
-    except trio.Cancelled:
-        # The client gave up on the call (or the server is stopping): interrupt the command
-        # as Ctrl-C would, without waiting for it (a stop must not wait on it either).
-        with (
-            trio.CancelScope(shield=True),
-            trio.move_on_after(_INTERRUPT_SECONDS),
-            contextlib.suppress(Exception),  # the session is gone, or the write refused
-        ):
-            await backend.write(info.id, "\x03", escapes=False)
-        raise
-    shown = show_lines(result.lines, args.max_output_chars, session_id=info.id, gaps=True)
-    jumps = sum(b.number - a.number - 1 for a, b in itertools.pairwise(result.lines))
-    gone = max(0, result.missed_lines - jumps)
-    notes = [f"({gone} earlier lines had already left the buffer.)"] if gone else []
-    if result.reason == "timeout":
-        await _seek(backend, info.id)
+    session_id = result.id
+    shown, gone, notes = _command_output(
+        result.lines, result.missed_lines, args.max_output_chars, session_id
+    )
+    if result.status == "running":
+        await _seek(backend, session_id)
         state = State("running", None, None)
-        waited = f"{args.yield_time_ms / 1000:g} s"
-        head = [_exit_line(state), f"Status: still running after {waited}; session_id {info.id}"]
+        waited = _waited(args.yield_time_ms)
+        head = [_exit_line(state), f"Status: still running after {waited}; session_id {session_id}"]
         label = "Output so far"
-        notes.append(_running_hint(info.id))
+        notes.append(_running_hint(session_id, result.showing))
     else:
-        if result.reason == "exited":
-            await _close_shell(backend, info.id)
-            state = State("exited", result.exit_code, None, result.cwd)
-        else:  # the shell itself ended: `exit 3`, or killed meanwhile
-            _, state = await _state(backend, info.id)
-        where = f"; cwd {state.cwd}" if state.cwd else ""
-        head = [_exit_line(state), f"Status: {state.status}{where}; session_id {info.id}"]
+        state = State(
+            "killed" if result.status in ("killing", "killed") else "exited",
+            result.exit_code,
+            result.exit_signal,
+        )
+        head = [_exit_line(state), f"Status: {state.status}; session_id {session_id}"]
         label = "Output"
+        others = result.others_ended
+        if others:
+            what = "process" if others == 1 else "processes"
+            notes.append(
+                f"({others} other {what} it left running, such as background jobs, ended "
+                "with it: everything a command starts ends when it does. Start what must "
+                "keep running with spawn.)"
+            )
+    report = ExecReport(
+        session_id=session_id,
+        status=state.status,
+        exit_code=state.exit_code,
+        exit_signal=state.exit_signal,
+        output=shown.text,
+        lines_omitted=shown.omitted + gone,
+        others_ended=result.others_ended,
+        showing=result.showing,
+    )
+    return Reply(_text(head, shown, label=label, notes=notes), report)
+
+
+async def _shell_for(backend: Backend, args: ShellCommandArguments) -> tuple[str, bool]:
+    """The shell to run in (the one asked for, or this backend's own, started when there
+    is none or it ended) and whether it was started now."""
+    if args.session_id is not None:
+        return args.session_id, False
+    async with backend.shell_lock:
+        if backend.shell_id is not None:
+            info, _ = await _get(backend, backend.shell_id)
+            if info.status == "running":
+                return info.id, False
+        info = await backend.request(
+            SpawnShellParams(
+                owner=backend.owner,
+                description=_description("shell_command", "a shell that lives between calls"),
+                shell=args.shell,
+                workdir=args.workdir,
+            )
+        )
+        backend.shell_id = info.id
+        return info.id, True
+
+
+async def shell_command(backend: Backend, args: ShellCommandArguments) -> Reply:
+    session_id, started = await _shell_for(backend, args)
+    notes = []
+    if args.workdir is not None and not started:
+        notes.append(
+            "(workdir applies when a shell starts: this one stays where it was; cd moves it.)"
+        )
+    result = await backend.request(
+        RunParams(
+            id=session_id, command=args.cmd, owner=backend.owner, timeout_ms=args.yield_time_ms
+        )
+    )
+    await _seek(backend, session_id)
+    shown, gone, cut = _command_output(
+        result.lines, result.missed_lines, args.max_output_chars, session_id
+    )
+    notes[:0] = cut
+    if result.reason == "timeout":
+        state = State("running", None, None)
+        waited = _waited(args.yield_time_ms)
+        head = [_exit_line(state), f"Status: still running after {waited}; session_id {session_id}"]
+        label = "Output so far"
+        # An interactive shell's pager (less) uses the alternate screen.
+        snapshot = await backend.request(ScreenParams(id=session_id, owner=backend.owner))
+        notes.append(_running_hint(session_id, "full_screen" if snapshot.alternate else None))
+    elif result.reason == "exited":
+        state = State("exited", result.exit_code, None, result.cwd)
+        where = f"; cwd {result.cwd}" if result.cwd else ""
+        head = [_exit_line(state), f"Status: exited{where}; shell session_id {session_id}"]
+        label = "Output"
+    else:  # the shell itself ended (`exit`, or killed meanwhile)
+        info, state = await _get(backend, session_id)
+        if backend.shell_id == info.id:
+            backend.shell_id = None
+        head = [_exit_line(state), f"Status: the shell ended; session_id {session_id}"]
+        label = "Output"
+        notes.append("The next shell_command starts a new shell.")
     report = CommandReport(
-        session_id=info.id,
+        session_id=session_id,
         status=state.status,
         exit_code=state.exit_code,
         exit_signal=state.exit_signal,
@@ -357,11 +501,14 @@ async def exec_command(backend: Backend, args: ExecCommandArguments) -> Reply:
 
 
 async def write_stdin(backend: Backend, args: WriteStdinArguments) -> Reply:
-    info, state = await _state(backend, args.session_id)
+    data = _input_of(args)
+    info, state = await _get(backend, args.session_id)
     head = []
-    if args.chars:
+    if data:
         if state.status == "running":
-            await backend.write(info.id, args.chars, escapes=True)
+            await backend.request(
+                WriteParams(id=info.id, data=data, owner=backend.owner, escapes=args.escapes)
+            )
         else:
             head.append("Input not sent: it had already ended.")
     wait = Wait(
@@ -370,8 +517,8 @@ async def write_stdin(backend: Backend, args: WriteStdinArguments) -> Reply:
         prompt=info.shell is not None and info.status == "running",
         timeout_ms=args.yield_time_ms,
     )
-    page = await backend.read(info.id, since="last", limit=_SINCE_LIMIT, wait=wait)
-    info, state = await _state(backend, info.id)
+    page = await _read(backend, info.id, since="last", limit=_SINCE_LIMIT, wait=wait)
+    info, state = await _get(backend, info.id)
     shown = show_lines(page.lines, args.max_output_chars, session_id=info.id)
     head[:0] = [_exit_line(state), f"Status: {state.status}; session_id {info.id}"]
     notes = _page_notes(page, info.id)
@@ -386,7 +533,8 @@ async def write_stdin(backend: Backend, args: WriteStdinArguments) -> Reply:
 async def read_output(backend: Backend, args: ReadOutputArguments) -> Reply:
     # The manager refuses what does not go together (tail with a pattern, say).
     if args.since_last or args.offset is not None or args.pattern is not None:
-        page = await backend.read(
+        page = await _read(
+            backend,
             args.session_id,
             since="last" if args.since_last else None,
             offset=args.offset or 0,
@@ -395,8 +543,8 @@ async def read_output(backend: Backend, args: ReadOutputArguments) -> Reply:
             tail=args.tail,
         )
     else:
-        page = await backend.read(args.session_id, tail=args.tail or DEFAULT_TAIL)
-    info, state = await _state(backend, args.session_id)
+        page = await _read(backend, args.session_id, tail=args.tail or DEFAULT_TAIL)
+    info, state = await _get(backend, args.session_id)
     shown = show_lines(page.lines, args.max_output_chars, session_id=info.id)
     if page.lines:
         where = f"lines {page.lines[0].number}-{page.lines[-1].number} of {page.total_lines}"
@@ -421,8 +569,8 @@ def _session_report(session_id: str, state: State, shown: Shown, page: ReadPage)
 
 
 async def screen(backend: Backend, args: SessionArguments) -> Reply:
-    snapshot = await backend.screen(args.session_id)
-    info, state = await _state(backend, args.session_id)
+    snapshot = await backend.request(ScreenParams(id=args.session_id, owner=backend.owner))
+    info, state = await _get(backend, args.session_id)
     row, col = snapshot.cursor
     shown = list(snapshot.lines)
     while shown and not shown[-1]:
@@ -445,6 +593,8 @@ async def screen(backend: Backend, args: SessionArguments) -> Reply:
             f"row {len(shown)} is" if blank == 1 else f"rows {len(shown)}-{snapshot.rows - 1} are"
         )
         notes.append(f"({rows} blank)")
+    if snapshot.alternate and state.status == "running":
+        notes.append(f"To leave it, write_stdin keys: {_LEAVE_KEYS}.")
     report = ScreenReport(
         session_id=info.id,
         status=state.status,
@@ -463,15 +613,22 @@ async def screen(backend: Backend, args: SessionArguments) -> Reply:
     return Reply(text, report)
 
 
+def _kind(info: SessionInfo) -> tuple[str, str]:
+    """What a session is to the model: a shell (shell_command), a command (exec_command: a
+    shell's `-lc COMMAND`), or a program (spawn); and its words."""
+    if info.shell is not None:
+        return "shell", info.shell
+    if len(info.args) == 2 and info.args[0] == "-lc":
+        return "command", info.args[1]
+    return "program", shlex.join([info.command, *info.args])
+
+
 async def list_sessions(backend: Backend, args: NoArguments) -> Reply:
+    listed = await backend.request(ListParams(owner=backend.owner))
     summaries = []
-    for info in await backend.list():
-        command = await _command_of(backend, info)
-        state = state_of(info, command)
-        if info.shell is not None:
-            kind, words = "command", command.command if command else "(no command)"
-        else:
-            kind, words = "program", shlex.join([info.command, *info.args])
+    for info in listed.sessions:
+        state = state_of(info)
+        kind, words = _kind(info)
         summaries.append(
             SessionSummary(
                 session_id=info.id,
@@ -481,7 +638,6 @@ async def list_sessions(backend: Backend, args: NoArguments) -> Reply:
                 kind=kind,
                 command=words,
                 workdir=info.workdir,
-                cwd=state.cwd,
                 started_at=info.created_at,
             )
         )
@@ -501,9 +657,9 @@ async def list_sessions(backend: Backend, args: NoArguments) -> Reply:
 
 
 async def kill(backend: Backend, args: SessionArguments) -> Reply:
-    await backend.kill(args.session_id, cleanup=False)
-    page = await backend.read(args.session_id, since="last", limit=_SINCE_LIMIT)
-    info, state = await _state(backend, args.session_id)
+    await backend.request(KillParams(id=args.session_id, owner=backend.owner, cleanup=False))
+    page = await _read(backend, args.session_id, since="last", limit=_SINCE_LIMIT)
+    info, state = await _get(backend, args.session_id)
     shown = show_lines(page.lines, DEFAULT_MAX_CHARS, session_id=info.id)
     head = [_exit_line(state), f"Status: {state.status}; session_id {info.id}"]
     return Reply(
@@ -518,25 +674,29 @@ async def spawn(backend: Backend, args: SpawnArguments) -> Reply:
     else:
         ready = Wait(idle_ms=QUIET_MS, exit=True, timeout_ms=args.yield_time_ms)
     words = shlex.join([args.command, *args.args])
-    info = await backend.spawn(
-        args.command,
-        args.args,
-        description=_description("spawn", words),
-        workdir=args.workdir,
-        ready=ready,
+    info = await backend.request(
+        SpawnParams(
+            command=args.command,
+            args=list(args.args),
+            owner=backend.owner,
+            description=_description("spawn", words),
+            workdir=args.workdir,
+            ready=ready,
+        )
     )
     page = info.ready
     assert page is not None  # spawn with `ready` always reports it
     await _seek(backend, info.id)
     if page.reason == "exited":
-        info = await backend.get(info.id)
-    state = state_of(info, None)
+        info, state = await _get(backend, info.id)
+    else:
+        state = state_of(info)
     shown = show_lines(page.lines, args.max_output_chars, session_id=info.id)
     matched = page.reason == "matched"
     head = [_exit_line(state), f"Status: {state.status}; session_id {info.id}; pid {info.pid}"]
     if args.ready_pattern is not None and state.status == "running":
         pattern = json.dumps(args.ready_pattern)
-        waited = f"{args.yield_time_ms / 1000:g} s"
+        waited = _waited(args.yield_time_ms)
         head.append(
             f"Ready: {pattern} seen" if matched else f"Not ready: {pattern} not seen in {waited}"
         )
@@ -559,35 +719,57 @@ async def spawn(backend: Backend, args: SpawnArguments) -> Reply:
 # Descriptions, written for the model that calls them
 
 _EXEC = """\
-Run a shell command in a fresh bash (or zsh) under a real terminal; return its exit code \
-and output. Use it for commands that finish: builds, tests, git, grep, installs. For \
-servers, REPLs and other programs that keep running, use spawn.
+Run a command line the way a script runs it, under a real terminal, and return its exit \
+code and output. Use it for commands that finish: builds, tests, git, grep, installs. For \
+servers, REPLs and other programs that keep running, use spawn; to keep cd and variables \
+between commands, use shell_command.
+
+It runs as `bash -lc CMD` (zsh with shell: "zsh"): your profile is read, interactive \
+startup files and prompts are not. Pagers do not page (PAGER, GIT_PAGER and MANPAGER are \
+cat), so git log and man print and end. The exit code is the command's own. Everything the \
+command starts ends when it ends: a `cmd &` left running is ended too, and the result says \
+so.
 
 It returns when the command ends, or after yield_time_ms (default 10 s, at most 30 s): then \
 you get a session_id and the output so far, and the command keeps running: continue with \
-write_stdin (type input, or empty chars to wait for more output), read_output, screen, or \
-kill.
+write_stdin (type input, or nothing to wait for more output), read_output, screen, or kill.
 
-Each call is a new shell in workdir (default: the directory the MCP server runs in): `cd` \
-and `export` do not carry over to the next call, so chain with &&. The result's cwd is \
-where the shell was when the command ended. The output is the command's own (no prompt, no \
-echo), as the terminal showed it (colors removed, progress redraws resolved); the middle of \
-long output is left out, with a note saying how to read it.
+The output is the command's own, as the terminal showed it (colors removed, progress \
+redraws resolved); the middle of long output is left out, with a note saying how to read it.
 
 Example: {"cmd": "pytest -q tests/test_api.py", "workdir": "backend", "yield_time_ms": 20000}"""
 
+_SHELL_COMMAND = """\
+Run a command in your shell: one bash (or zsh) that lives on between calls, so cd, export, \
+shell variables, functions and an activated virtualenv carry over to the next \
+shell_command. The first call starts it (in workdir); if it ends (`exit`), the next call \
+starts a new one. It reads your interactive startup files, as a terminal would, so a \
+pager may page here (git log, man): use exec_command for those, or git --no-pager.
+
+It returns the command's exit code, its output (no prompt, no echo) and the shell's cwd \
+afterwards, when the command ends or after yield_time_ms (default 10 s, at most 30 s): \
+then the command keeps running in that shell, and the shell takes no other command until \
+it ends: use write_stdin with its session_id to answer it, wait for it, or press keys \
+["C-c"].
+
+Example: {"cmd": "cd backend && source .venv/bin/activate"}"""
+
 _WRITE = """\
-Type into a running session (a command from exec_command, a program from spawn), then \
-return the output that came after what you last saw of it. With empty chars nothing is \
-sent: it just waits for new output.
+Type into a running session (a command from exec_command or shell_command, a program from \
+spawn), then return the output that came after what you last saw of it. With empty chars \
+and no keys nothing is sent: it just waits for new output.
 
-It returns when the command ends (its shell prompt is back), when the program exits, when \
-the output has been quiet for 0.5 s, or after yield_time_ms (default 10 s, at most 30 s).
+It returns when the program exits, when a shell shows its prompt again, when the output \
+has been quiet for 0.5 s, or after yield_time_ms (default 10 s, at most 30 s).
 
-Keys: "\\n" is Enter, "\\u0003" Ctrl-C, "\\u0004" Ctrl-D; backslash escapes are decoded \
-as well (\\x03, \\e[A for the up arrow, \\t for Tab), so a literal backslash is \\\\.
+Input is literal: chars reach the program exactly as you send them ("\\n" in JSON is \
+Enter, "\\u0003" Ctrl-C, "\\u0004" Ctrl-D; a backslash stays a backslash, so code and \
+regular expressions go in unchanged). Keys by name go in keys, pressed after chars: \
+["Enter"], ["C-c"], ["Up"], ["Escape", ":", "q", "!", "Enter"]. escapes: true decodes \
+backslash escapes in chars (\\e, \\x1b, \\t) for those who want them.
 
-Example: answer a question with {"session_id": "pty_1a2b3c4d", "chars": "y\\n"}"""
+Example: answer a question with {"session_id": "pty_1a2b3c4d", "chars": "y", "keys": \
+["Enter"]}"""
 
 _READ = """\
 Read a session's output as clean numbered lines (what the terminal showed, escape codes \
@@ -608,8 +790,8 @@ Example: {"session_id": "pty_1a2b3c4d"}"""
 
 _LIST = """\
 List your sessions: commands from exec_command still running past their yield time, \
-programs from spawn, and ended sessions whose output is still kept; each with its \
-session_id, status, exit code and command.
+your shell from shell_command, programs from spawn, and ended sessions whose output is \
+still kept; each with its session_id, status, exit code and command.
 
 Example: {}"""
 
@@ -633,11 +815,13 @@ Example: {"command": "python3", "args": ["-m", "http.server", "8000"], "ready_pa
 
 INSTRUCTIONS: Final = """\
 trio-pty runs commands in real terminals (PTYs) and never leaves a process behind. \
-exec_command runs a shell command and returns its exit code and output; spawn starts a \
-program that keeps running (a server, a REPL). Both give a session_id when the program \
-outlives the call: write_stdin types into it and shows new output, read_output reads or \
-searches its output, screen shows full-screen programs, kill ends it, list_sessions lists \
-them. Everything still running ends when this MCP server stops."""
+exec_command runs a command line as a script would and returns its exit code and output; \
+shell_command runs commands in one shell that keeps cd and variables between calls; spawn \
+starts a program that keeps running (a server, a REPL). Each gives a session_id when the \
+program outlives the call: write_stdin types into it (literally: what you send is what it \
+gets; keys by name in keys) and shows new output, read_output reads or searches its output, \
+screen shows full-screen programs, kill ends it, list_sessions lists them. Everything still \
+running ends when this MCP server stops."""
 
 
 def _annotations(title: str, *, read_only: bool = False, destructive: bool = False) -> Any:
@@ -655,9 +839,17 @@ TOOLS: Final[Sequence[Tool[Any]]] = (
         "exec_command",
         _EXEC,
         ExecCommandArguments,
-        CommandReport,
+        ExecReport,
         exec_command,
-        _annotations("Run a shell command", destructive=True),
+        _annotations("Run a command", destructive=True),
+    ),
+    Tool(
+        "shell_command",
+        _SHELL_COMMAND,
+        ShellCommandArguments,
+        CommandReport,
+        shell_command,
+        _annotations("Run a command in your shell", destructive=True),
     ),
     Tool(
         "write_stdin",

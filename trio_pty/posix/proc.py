@@ -109,6 +109,26 @@ def own_children() -> list[int]:
     return found
 
 
+def names_below(pid: int, *, most: int = 256) -> set[str]:
+    """The names (`comm`) of `pid` and its descendants, at most `most` processes looked at;
+    a process that ends meanwhile is skipped. For hints (a pager runs), not for teardown."""
+    names: set[str] = set()
+    todo = [pid]
+    for _ in range(most):
+        if not todo:
+            break
+        current = todo.pop()
+        try:
+            with open(f"/proc/{current}/comm", "rb") as handle:
+                name = handle.read().strip().decode("utf-8", "replace")
+            with open(f"/proc/{current}/task/{current}/children", "rb") as handle:
+                todo.extend(int(child) for child in handle.read().split())
+        except (OSError, ValueError):
+            continue
+        names.add(name)
+    return names
+
+
 def environ_tags(pid: int) -> dict[str, str] | None:
     """The TRIO_PTY_* variables of the process's initial environment; None when it cannot be
     read or reads empty (a zombie, a kernel thread, a process in the middle of an exec)."""

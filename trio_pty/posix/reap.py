@@ -272,6 +272,9 @@ class TeardownReport:
     """The last look at /proc failed (out of descriptors): survivors are unknown."""
     unconfirmed: list[int] = attrs.field(factory=list)
     """Groups of the session still busy at the deadline: something may live in them."""
+    others: int = 0
+    """Processes besides the leader that the scans found (a command's background jobs and
+    what they started): ended by this teardown, or already dying when it looked."""
 
 
 Finder = Callable[[Snapshot], dict[int, ProcEntry]]
@@ -374,6 +377,7 @@ class Teardown:
             survivors=sorted(survivors or {}),
             blind=survivors is None,
             unconfirmed=sorted(i for i in groups if self._table.active([i])),
+            others=len(self._seen),
         )
 
     def step(self) -> None:

@@ -21,7 +21,7 @@ from typing import Any, Final, Generic, Protocol, TypeVar, cast
 import attrs
 
 from trio_pty.manager import Manager
-from trio_pty.model import CompactPage, ReadPage
+from trio_pty.model import CompactPage, ReadPage, SessionInfo
 from trio_pty.rpc.scope import TokenScope
 from trio_pty.wire import (
     ATTACH,
@@ -29,6 +29,8 @@ from trio_pty.wire import (
     DEFAULT_OWNER,
     DETACH,
     DRAIN,
+    EXEC,
+    GET,
     KILL,
     LIST,
     OWNER_DELETE,
@@ -47,6 +49,7 @@ from trio_pty.wire import (
     CommandsParams,
     DetachParams,
     DetachResult,
+    GetParams,
     InvalidParams,
     ListParams,
     MethodSpec,
@@ -176,6 +179,10 @@ async def _list(ctx: Context, p: ListParams) -> SessionList:
     return SessionList(sessions=ctx.manager.list(DEFAULT_OWNER if p.owner is None else p.owner))
 
 
+async def _get(ctx: Context, p: GetParams) -> SessionInfo:
+    return ctx.manager.get(p.id, owner=p.owner)
+
+
 async def _attach(ctx: Context, p: AttachParams) -> SessionOutput:
     return await ctx.attach(p)
 
@@ -206,6 +213,8 @@ HANDLERS: Final[dict[str, Route[Any, Any]]] = {
         Route(READ_RAW, _read_raw),
         Route(SCREEN, call_manager(Manager.screen)),
         Route(LIST, _list),
+        Route(GET, _get),
+        Route(EXEC, call_manager(Manager.exec)),
         Route(KILL, call_manager(Manager.kill)),
         Route(RESIZE, call_manager(Manager.resize)),
         Route(SIGNAL, call_manager(Manager.signal)),

@@ -30,6 +30,7 @@ from trio_pty.model import (
     CommandResult,
     CompactPage,
     DrainStatus,
+    ExecResult,
     ExitEvent,
     OutputChunk,
     ReadPage,
@@ -49,7 +50,9 @@ __all__ = [
     "DEFAULT_OWNER",
     "DETACH",
     "DRAIN",
+    "EXEC",
     "EXITED",
+    "GET",
     "KILL",
     "LIST",
     "METHODS",
@@ -74,6 +77,8 @@ __all__ = [
     "DetachParams",
     "DetachResult",
     "DrainParams",
+    "ExecParams",
+    "GetParams",
     "KillParams",
     "ListParams",
     "MethodSpec",
@@ -372,6 +377,26 @@ class ReadRawParams(Params[RawOutput]):
 
 
 @attrs.frozen(kw_only=True)
+class GetParams(Params[SessionInfo]):
+    id: str
+    owner: str = DEFAULT_OWNER
+
+
+@attrs.frozen(kw_only=True)
+class ExecParams(Params[ExecResult]):
+    command: str  # a command line, run as `bash -lc COMMAND` (or `shell`)
+    owner: str = DEFAULT_OWNER
+    description: str | None = None  # None: the command line
+    shell: str | None = None  # None: bash
+    workdir: str | None = None
+    env: dict[str, str] | None = None
+    rows: int = 24
+    cols: int = 80
+    timeout: float | None = None
+    yield_ms: int | None = None  # None: the server's default_wait_ms
+
+
+@attrs.frozen(kw_only=True)
 class ListParams(Params[SessionList]):
     owner: str | None = None  # None: "default" (or every owner with all_owners)
     all_owners: bool = False
@@ -444,6 +469,8 @@ WRITE: Final = MethodSpec("pty.write", WriteParams, WriteResult)
 READ: Final = MethodSpec("pty.read", ReadParams, ReadPage)
 READ_RAW: Final = MethodSpec("pty.read_raw", ReadRawParams, RawOutput)
 SCREEN: Final = MethodSpec("pty.screen", ScreenParams, Screen)
+GET: Final = MethodSpec("pty.get", GetParams, SessionInfo)
+EXEC: Final = MethodSpec("pty.exec", ExecParams, ExecResult)
 LIST: Final = MethodSpec("pty.list", ListParams, SessionList)
 KILL: Final = MethodSpec("pty.kill", KillParams, SessionInfo)
 RESIZE: Final = MethodSpec("pty.resize", ResizeParams, SessionInfo)
@@ -471,6 +498,8 @@ METHODS: Final[Mapping[str, MethodSpec[Any, Any]]] = {
         READ_RAW,
         SCREEN,
         LIST,
+        GET,
+        EXEC,
         KILL,
         RESIZE,
         SIGNAL,
