@@ -27,6 +27,7 @@ SCENARIOS: dict[str, str] = {
     "rpc": "benchmarks.rpc",
     "shell": "benchmarks.shell",
     "mcp": "benchmarks.mcp",
+    "cli": "benchmarks.cli",
     "memory": "benchmarks.memory",
 }
 
