@@ -210,26 +210,11 @@ def _serve(args: argparse.Namespace) -> int:
     if refusal is not None:
         _fail(f"error: {refusal}")
         return EXIT_ERROR
-    from trio_pty.posix import activation
     from trio_pty.rpc import config, tokens
-    from trio_pty.server import serve
 
     _configure_logging(args.log_level, args.log_format)
-    # Sessions never inherit what the init system told us (LISTEN_PID, LISTEN_FDS, ...).
-    activation_env = dict(os.environ)
-    activation.forget_activation(os.environ)
     try:
-        file = config.load_config(args.config) if args.config else config.ServeConfig()
-        token, generated = _server_token(args)
-        settings = serve.compose(
-            file,
-            _flags(args),
-            token=token,
-            token_generated=generated,
-            page=_page(args),
-            environ=activation_env,
-            log_json=args.log_format == "json",
-        )
+        settings = _settings(args)
     except (config.ConfigError, tokens.TokenError, UsageError) as exc:
         _fail(f"error: {exc}")
         return EXIT_USAGE
@@ -240,6 +225,28 @@ def _serve(args: argparse.Namespace) -> int:
         _fail("error: this process became dumpable again; refusing to serve")
         return EXIT_ERROR
     return _run(settings)
+
+
+def _settings(args: argparse.Namespace) -> ServeSettings:
+    """The config file, the command line over it, the token and the page, composed."""
+    from trio_pty.posix import activation
+    from trio_pty.rpc import config
+    from trio_pty.server import serve
+
+    # Sessions never inherit what the init system told us (LISTEN_PID, LISTEN_FDS, ...).
+    activation_env = dict(os.environ)
+    activation.forget_activation(os.environ)
+    file = config.load_config(args.config) if args.config else config.ServeConfig()
+    token, generated = _server_token(args)
+    return serve.compose(
+        file,
+        _flags(args),
+        token=token,
+        token_generated=generated,
+        page=_page(args),
+        environ=activation_env,
+        log_json=args.log_format == "json",
+    )
 
 
 def _flags(args: argparse.Namespace) -> ServeFlags:
