@@ -27,8 +27,8 @@ SCENARIOS: dict[str, str] = {
     "rpc": "benchmarks.rpc",
     "shell": "benchmarks.shell",
     "mcp": "benchmarks.mcp",
-    "cli": "benchmarks.cli",
     "memory": "benchmarks.memory",
+    "cli": "benchmarks.cli",
 }
 
 

@@ -59,11 +59,11 @@ def test_the_client_loads_no_manager_and_no_emulator() -> None:
 
 
 def test_the_command_line_client_loads_only_the_client() -> None:
-    """What `trio-pty list` imports before it connects: the parser and the verbs."""
+    """All that `trio-pty list` imports, up to connecting (refused: nothing listens on port
+    1) and reporting that it could not."""
     statement = (
         "from trio_pty import cli\n"
-        "args, extra = cli.build_parser().parse_known_args(['list'])\n"
-        "import trio_pty.console as console; console.prepare(args, extra)"
+        "assert cli.main(['--url', 'ws://127.0.0.1:1/rpc', 'list']) == cli.EXIT_CONNECTION"
     )
     assert loaded_after(statement, NOT_FOR_A_CLIENT) == []
 
