@@ -50,6 +50,8 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from .posix.sandbox import BubblewrapSandbox, Sandbox
     from .session import Attachment
 
+    __version__: str
+
 # Each exported name -> the module that defines it (relative to this package).
 _EXPORTS: Final[dict[str, str]] = {
     "errors": ".errors",
@@ -149,18 +151,20 @@ def _version() -> str:
         return "0+unknown"
 
 
-def __getattr__(name: str) -> Any:
-    """Import what `name` lives in on first use, and keep it here (the next lookup is a
-    plain attribute)."""
-    if name == "__version__":
-        value: Any = _version()
-    elif name in _EXPORTS:
-        module = importlib.import_module(_EXPORTS[name], __name__)
-        value = module if name == "errors" else getattr(module, name)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # type checkers see the imports above, and no catch-all
+
+    def __getattr__(name: str) -> Any:
+        """Import what `name` lives in on first use, and keep it here (the next lookup is
+        a plain attribute)."""
+        if name == "__version__":
+            value: Any = _version()
+        elif name in _EXPORTS:
+            module = importlib.import_module(_EXPORTS[name], __name__)
+            value = module if name == "errors" else getattr(module, name)
+        else:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:
