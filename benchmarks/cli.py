@@ -32,7 +32,8 @@ A real `trio-pty serve --port 0` runs as a subprocess (`--no-ui --no-state-dir`)
 session that printed `seq 1 100`. Each sample is one process, timed from its start to its
 exit (`subprocess.run`): `trio-pty list` and `trio-pty read ID --tail 5` (the installed
 console script: import, parse, connect over loopback with the token from the environment,
-one request, print), against `python3 -c "{FLOOR}"`, which every trio WebSocket client pays
+one request, print), against
+`python3 -c "{FLOOR}"`, which every trio WebSocket client pays
 before it does anything, and, when tmux is installed, `tmux list-sessions` against a tmux
 server started for the run (the client of the tool people compare with). Variants
 interleaved, medians compared. The goal: `trio-pty list` at most {GOAL_RATIO:g}x the floor.

@@ -52,6 +52,7 @@ __all__ = [
 
 
 async def _attach(client: TrioPtyClient, args: argparse.Namespace) -> int:
+    """`attach`, imported when it runs (RE2 and the terminal's modes are its alone)."""
     from trio_pty.console.attach import attach
 
     return await attach(client, args)
