@@ -28,6 +28,7 @@ SCENARIOS: dict[str, str] = {
     "shell": "benchmarks.shell",
     "mcp": "benchmarks.mcp",
     "memory": "benchmarks.memory",
+    "cli": "benchmarks.cli",
 }
 
 

@@ -175,10 +175,13 @@ write = "allow"
     ("data", "message"),
     [
         ({"colour": 1, "shade": 2}, "unknown key(s): colour, shade"),
-        ({"limits": {"max_sesions": 3}}, "[limits] unknown field: max_sesions"),
-        ({"limits": {"terminate_grace": "soon"}}, "terminate_grace: expected number, got string"),
+        ({"limits": {"max_sesions": 3}}, "[limits] unknown key(s): max_sesions"),
+        (
+            {"limits": {"terminate_grace": "soon"}},
+            "[limits] terminate_grace must be a number, got 'soon'",
+        ),
         ({"limits": {"max_sessions": 0}}, "max_sessions must be positive"),
-        ({"limits": {"max_sessions": 2.5}}, "max_sessions: expected integer, got number"),
+        ({"limits": {"max_sessions": 2.5}}, "[limits] max_sessions must be an integer, got 2.5"),
         ({"limits": 3}, "[limits] must be a table"),
         ({"env_mode": "all"}, 'env_mode must be "inherit" or "fixed"'),
         ({"env_deny": "X"}, "env_deny must be an array of strings"),
@@ -218,13 +221,16 @@ def test_config_env_allow_and_sandbox(tmp_path: Path) -> None:
     )
     assert config.env_allow == ("NODE_ENV", "APP_*")
     assert config.sandbox == SandboxConfig(
-        writable=(str(tmp_path),), network=True, extra_args=("--setenv", "A", "1")
+        kind="bubblewrap",
+        writable=(str(tmp_path),),
+        network=True,
+        extra_args=("--setenv", "A", "1"),
     )
     assert parse_config({}).env_allow is None and parse_config({}).sandbox is None
     assert parse_config({"env_allow": []}).env_allow == ()  # present and empty: allow none
     # A sandbox that cannot work here fails at start (the missing path, or bwrap missing).
     with pytest.raises(ConfigError, match=r"^\[sandbox\] "):
-        SandboxConfig(writable=(str(tmp_path / "missing"),)).build()
+        SandboxConfig(kind="bubblewrap", writable=(str(tmp_path / "missing"),)).build()
 
 
 def test_unreadable_config(tmp_path: Path) -> None:

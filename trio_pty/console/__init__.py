@@ -4,7 +4,8 @@
 
 - `arguments`: each verb's arguments, and the values requests are built from;
 - `verbs`: the request record each verb builds, how it prints the result (`tables`);
-- `attach`: your terminal connected to a session;
+- `attach`: your terminal connected to a session (imported only when that verb runs: it
+  follows the output with RE2, which no other verb needs);
 - `keys` and `modes` (pure): detach-key sequences; what a program turned on in your
   terminal and what turns it off;
 - `common`: exit statuses, messages, JSON output, the connection options.
@@ -16,9 +17,15 @@ import argparse
 import os
 from collections.abc import Sequence
 
-from trio_pty.client.client import DEFAULT_URL, ConnectionFailed, ConnectionLost, RpcError, connect
-from trio_pty.console.arguments import add_verbs, check, claim_extra_words
-from trio_pty.console.attach import add_attach, attach, check_attach
+from trio_pty.client.client import (
+    DEFAULT_URL,
+    ConnectionFailed,
+    ConnectionLost,
+    RpcError,
+    TrioPtyClient,
+    connect,
+)
+from trio_pty.console.arguments import add_attach, add_verbs, check, check_attach, claim_extra_words
 from trio_pty.console.common import (
     EXIT_CONNECTION,
     EXIT_ERROR,
@@ -43,7 +50,15 @@ __all__ = [
     "run_client",
 ]
 
-_ALL: dict[str, Verb] = {**VERBS, "attach": attach}
+
+async def _attach(client: TrioPtyClient, args: argparse.Namespace) -> int:
+    """`attach`, imported when it runs (RE2 and the terminal's modes are its alone)."""
+    from trio_pty.console.attach import attach
+
+    return await attach(client, args)
+
+
+_ALL: dict[str, Verb] = {**VERBS, "attach": _attach}
 
 
 def add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

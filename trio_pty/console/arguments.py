@@ -15,12 +15,15 @@ from collections.abc import Sequence
 from typing import Final
 
 from trio_pty.console.common import UsageError, client_options
+from trio_pty.console.keys import DEFAULT_DETACH_KEYS, KeySpecError, parse_keys
 from trio_pty.model import Wait
 
 __all__ = [
     "DEFAULT_IDLE_MS",
+    "add_attach",
     "add_verbs",
     "check",
+    "check_attach",
     "claim_extra_words",
     "env_pairs",
     "spawn_argv",
@@ -402,3 +405,35 @@ def spawn_argv(args: argparse.Namespace) -> list[str]:
     if not argv:
         raise UsageError("spawn needs a command: trio-pty spawn [OPTIONS] -- CMD ARGS...")
     return argv
+
+
+# --------------------------------------------------------------------------------------------
+# attach (the verb itself is attach.py, imported only when it runs)
+
+
+def add_attach(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sub = commands.add_parser(
+        "attach",
+        help=f"connect your terminal to a session (detach: {DEFAULT_DETACH_KEYS})",
+    )
+    client_options(sub, top=False)
+    sub.add_argument("id")
+    _owner(sub)
+    sub.add_argument(
+        "--detach-key",
+        default=os.environ.get("TRIO_PTY_DETACH_KEY") or DEFAULT_DETACH_KEYS,
+        metavar="KEYS",
+        help="tmux-style keys that detach, e.g. 'C-]' or 'C-b d'; pressed twice, the first "
+        "key is sent instead (env TRIO_PTY_DETACH_KEY, default C-])",
+    )
+    sub.add_argument(
+        "--read-only", action="store_true", help="watch: send nothing, keep the session's size"
+    )
+
+
+def check_attach(args: argparse.Namespace) -> None:
+    """The detach keys are checked before connecting."""
+    try:
+        parse_keys(args.detach_key)
+    except KeySpecError as exc:
+        raise UsageError(f"--detach-key: {exc}") from None

@@ -29,12 +29,10 @@ import attrs
 import trio
 
 from trio_pty.client.client import RpcError, TrioPtyClient
-from trio_pty.console.common import EXIT_OK, UsageError, client_options, print_json
+from trio_pty.console.common import EXIT_OK, print_json
 from trio_pty.console.keys import (
-    DEFAULT_DETACH_KEYS,
     DETACH_DELAY,
     DetachMatcher,
-    KeySpecError,
     keystrokes_to_text,
     parse_keys,
 )
@@ -42,41 +40,10 @@ from trio_pty.console.modes import ModeTracker
 from trio_pty.model import ExitEvent
 from trio_pty.wire import AttachParams, DetachResult, ResizeParams, WriteParams
 
-__all__ = ["add_attach", "attach", "check_attach"]
+__all__ = ["attach"]
 
 _INPUT_CHUNK: Final = 4096
 _RESTORE_TIMEOUT: Final = 2.0  # seconds to write the restoring bytes to a slow terminal
-
-
-def add_attach(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    sub = commands.add_parser(
-        "attach",
-        help=f"connect your terminal to a session (detach: {DEFAULT_DETACH_KEYS})",
-    )
-    client_options(sub, top=False)
-    sub.add_argument("id")
-    sub.add_argument(
-        "--owner",
-        default=os.environ.get("TRIO_PTY_OWNER") or "default",
-        help="owner namespace (env TRIO_PTY_OWNER, default 'default')",
-    )
-    sub.add_argument(
-        "--detach-key",
-        default=os.environ.get("TRIO_PTY_DETACH_KEY") or DEFAULT_DETACH_KEYS,
-        metavar="KEYS",
-        help="tmux-style keys that detach, e.g. 'C-]' or 'C-b d'; pressed twice, the first "
-        "key is sent instead (env TRIO_PTY_DETACH_KEY, default C-])",
-    )
-    sub.add_argument(
-        "--read-only", action="store_true", help="watch: send nothing, keep the session's size"
-    )
-
-
-def check_attach(args: argparse.Namespace) -> None:
-    try:
-        parse_keys(args.detach_key)
-    except KeySpecError as exc:
-        raise UsageError(f"--detach-key: {exc}") from None
 
 
 class _AsyncFd:

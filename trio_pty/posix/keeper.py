@@ -50,18 +50,13 @@ _SCAN_DUTY: Final = 2  # after a scan, wait twice its cost before the next one
 _MANAGER_FILE: Final = "manager.json"
 _SESSION_SUFFIX: Final = ".session.json"
 
-# Runs the keeper without importing the package's __init__ (trio, cattrs, ...) and without
-# site-packages: empty package modules pointing at the source directories stand in.
-_BOOTSTRAP: Final = """\
-import sys, types
-root = sys.argv[1]
-for name in ("trio_pty", "trio_pty.posix"):
-    module = types.ModuleType(name)
-    module.__path__ = [root + "/" + name.replace(".", "/")]
-    sys.modules[name] = module
-from trio_pty.posix.keeper import main
-sys.exit(main(sys.argv[2:]))
-"""
+# The keeper's whole program: its module, imported from the source root (argv[1]) by an
+# interpreter isolated from the environment, the user's site and site-packages (`-I -S`).
+# The package root is light (lazy exports), so this imports the standard library only.
+_LAUNCH: Final = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from trio_pty.posix.keeper import main; sys.exit(main(sys.argv[2:]))"
+)
 
 
 class Leader(NamedTuple):
@@ -384,7 +379,7 @@ def command(
         "json" if log_json else "text",
         *([state_dir] if state_dir is not None else []),
     ]
-    return [sys.executable, "-S", "-E", "-s", "-c", _BOOTSTRAP, package_root, *args]
+    return [sys.executable, "-I", "-S", "-c", _LAUNCH, package_root, *args]
 
 
 def environment(manager_id: str) -> dict[str, str]:
@@ -432,7 +427,7 @@ class Link:
 
 
 def main(argv: Sequence[str]) -> int:
-    """`python -S -c BOOTSTRAP ROOT MANAGER_ID PID START_TIME GRACE CLOSE_TIMEOUT
+    """`python -I -S -c LAUNCH ROOT MANAGER_ID PID START_TIME GRACE CLOSE_TIMEOUT
     text|json [STATE]`, with the pipe from the manager as stdin."""
     global _log_json
     _log_json = argv[5] == "json"

@@ -15,21 +15,29 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 import sys
+from collections.abc import MutableMapping
 from functools import partial
 from typing import Protocol, TextIO
 
 import attrs
 import trio
 
+from trio_pty.errors import InvalidInput
 from trio_pty.limits import Limits
 from trio_pty.logs import event
 from trio_pty.manager import Manager, open_manager
 from trio_pty.model import ExitEvent
+from trio_pty.policy import validate
 from trio_pty.policy.authorize import RulesAuthorizer
+from trio_pty.posix import activation, keeper
 from trio_pty.posix.sandbox import Sandbox
+from trio_pty.rpc.config import ConfigError, ServeConfig, ServeFlags, with_flags
 from trio_pty.rpc.handshake import format_page_url, format_url
-from trio_pty.server.server import RpcServer, ServerOptions
+from trio_pty.rpc.tokens import ScopedToken, TokenError
+from trio_pty.server.http import Site
+from trio_pty.server.server import DEFAULT_HOST, DEFAULT_PORT, RpcServer, ServerOptions
 from trio_pty.server.websocket import CLOSE_GOING_AWAY
 
 __all__ = [
@@ -37,6 +45,7 @@ __all__ = [
     "RequestShutdown",
     "ServeSettings",
     "ShutdownTrigger",
+    "compose",
     "serve",
     "signals",
 ]
@@ -62,6 +71,99 @@ class ServeSettings:
     state_dir: str | None = None  # sessions recorded for reaping after a crash (docs/guarantees.md)
     node_id: str | None = None  # session ids pty_<node_id>_<hex> (docs/deploy.md)
     log_json: bool = False  # stderr carries JSON log lines only: log the page's URL too
+
+
+def compose(
+    config: ServeConfig,
+    flags: ServeFlags,
+    *,
+    token: str,
+    token_generated: bool = False,
+    page: Site | None = None,
+    environ: MutableMapping[str, str],
+    log_json: bool = False,
+) -> ServeSettings:
+    """Everything `serve` runs, from the config file with the command line over it
+    (`with_flags`: a flag replaces the file's setting), the server's own token and the
+    monitor page. `environ` is the environment the process started with (socket
+    activation's variables). Reads the `[[tokens]]`' tokens, checks the sandbox can work
+    here and prepares the state directory; ConfigError says what is wrong."""
+    config = with_flags(config, flags)
+    scoped = _scoped_tokens(config)
+    hidden = (flags.token_file, *(entry.source.file for entry in config.tokens))
+    files = tuple(path for path in hidden if path is not None)
+    sandbox = config.sandbox.build(hidden=files) if config.sandbox is not None else None
+    node_id = _node_id(flags.node_id)
+    listen_socket = _listen_socket(config, flags.listen_fd, environ)
+    host, port = config.host or DEFAULT_HOST, config.port
+    if listen_socket is not None:
+        host, port = listen_socket.getsockname()[:2]
+    if port is not None and not 0 <= port <= 65535:
+        raise ConfigError(f"--port must be 0..65535, got {port}")
+    try:
+        options = ServerOptions(
+            token=token,
+            scoped_tokens=scoped,
+            host=host,
+            port=port if port is not None else DEFAULT_PORT,
+            listen_socket=listen_socket,
+            allowed_origins=frozenset(config.allow_origins),
+            allowed_hosts=frozenset(config.allow_hosts),
+            env_mode=config.env_mode,
+            env_deny=config.env_deny,
+            page=page,
+        )
+    except ValueError as exc:  # two tokens alike
+        raise ConfigError(str(exc)) from None
+    _prepare_state_dir(flags.state_dir)
+    return ServeSettings(
+        server=options,
+        limits=config.limits,
+        root=config.root,
+        authorizer=config.authorizer,
+        env_allow=config.env_allow,
+        sandbox=sandbox,
+        token_generated=token_generated,
+        state_dir=flags.state_dir,
+        node_id=node_id,
+        log_json=log_json,
+    )
+
+
+def _scoped_tokens(config: ServeConfig) -> tuple[ScopedToken, ...]:
+    try:
+        return tuple(ScopedToken(entry.source.read(), entry.scope) for entry in config.tokens)
+    except TokenError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _node_id(given: str | None) -> str | None:
+    try:
+        return validate.node_id(given) if given is not None else None
+    except InvalidInput as exc:
+        raise ConfigError(f"--node-id {exc.message.removeprefix('node_id: ')}") from None
+
+
+def _listen_socket(
+    config: ServeConfig, listen_fd: int | None, environ: MutableMapping[str, str]
+) -> socket.socket | None:
+    if listen_fd is None:
+        return None
+    if config.host or config.port is not None:
+        raise ConfigError("--listen-fd serves on that socket: give no --host/--port (nor config)")
+    try:
+        return activation.listening_socket(listen_fd, environ)
+    except ValueError as exc:
+        raise ConfigError(f"--listen-fd: {exc}") from None
+
+
+def _prepare_state_dir(state_dir: str | None) -> None:
+    if state_dir is None:
+        return
+    try:
+        keeper.prepare(state_dir)
+    except OSError as exc:
+        raise ConfigError(f"state directory {state_dir}: {exc.strerror or exc}") from None
 
 
 class RequestShutdown(Protocol):
