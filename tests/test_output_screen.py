@@ -5,6 +5,7 @@ full-screen programs."""
 from __future__ import annotations
 
 import avt
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -81,6 +82,7 @@ PIECES = [
     b"\x1b8",
     b"\x1bM",
     b"\x1bc",
+    b"\x1b[!p",  # DECSTR: a soft reset (tput init)
     b"\x1b]2;title\x07",
     b"\x1b[L",
     b"\x1b[M",
@@ -102,6 +104,30 @@ def test_a_late_start_shows_what_a_replay_from_the_first_byte_shows(
     # give resets, clears, homes and modes every chance to be mis-carried.
     middle = "".join(line + "\r\n" for line in lines).encode()
     buffer = buffer_of(b"".join(before) + middle + b"".join(after))
+    assert seen(buffer) == from_the_start(buffer)
+
+
+FULL_REDRAW = b"".join(b"\x1b[%d;1H" % row + b"x" * 30 for row in range(1, 7))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x1b[4h\x1b[!p\x1b[H\x1b[2Jabc\rX",  # insert mode
+        b"\x1b[2;4r\x1b[?6h\x1b[!p\x1b[H\x1b[2J\x1b[HX",  # origin mode and region
+        b"\x1b(0\x1b[!p\x1b[H\x1b[2Jqqq",  # G0 as line drawing
+        b"\x1b)0\x0e\x1b[!p\x1b[H\x1b[2Jqqq",  # G1 shifted in
+        b"\x1b[?25l\x1b[!p\x1b[H\x1b[2Jabc",  # the cursor hidden
+        b"\x1b[?25l\x1bc" + FULL_REDRAW,  # the same, reset by RIS
+        b"\x1b[3;3H\x1b7\x1b[!p\x1b[H\x1b[2J\x1b8X",  # a cursor saved before it
+        b"\x1b[?7l\x1b[!p\x1b[H\x1b[2J" + b"y" * 40,  # auto-wrap stays off (avt)
+    ],
+)
+def test_a_late_start_honours_a_soft_or_full_reset_before_it(data: bytes) -> None:
+    # Issue 32 item 3: DECSTR (CSI ! p, sent by `tput init`) clears insert mode, origin
+    # mode, the scroll region, the character sets and the saved cursor, and shows the
+    # cursor; a late start re-applied what it cleared.
+    buffer = buffer_of(data)
     assert seen(buffer) == from_the_start(buffer)
 
 
@@ -460,3 +486,25 @@ def test_ground_at_says_whether_the_emulator_prints_the_next_character(
     vt.feed_str(data.decode("utf-8", "replace") + "Z")
     printed = any("Z" in line.text for line in vt.view())
     assert modes.ground_at(data, len(data)) == printed
+
+
+def test_a_replay_never_starts_inside_a_sequence_the_rotation_cut() -> None:
+    # Issue 32 item 4: htop's row 0 began with `(B...`, the tail of an `ESC ( B` whose ESC
+    # had rotated out. Here the ring's oldest retained byte falls inside an ESC ( B, a CSI
+    # and an OSC in turn; the replay starts where a parser is surely in step.
+    for cut_in in (b"\x1b(B", b"\x1b[38;5;123m", b"\x1b]2;a long window title\x07"):
+        head = b"x" * 200 + cut_in
+        capacity = 256
+        buffer = buffer_of(capacity=capacity, rows=4, cols=600)
+        buffer.append(head + b"\x1b[2;1Hrow two")
+        # Rotate until the oldest retained byte lies inside `cut_in`.
+        while not len(head) - len(cut_in) < buffer.start_offset < len(head):
+            buffer.append(b"y")
+            assert buffer.start_offset < len(head), "the ring rotated past the sequence"
+        lines = seen(buffer)
+        assert not any(piece in "".join(lines) for piece in ("(B", "123m", "title")), lines
+        shown = buffer.end_offset - len(head) - len(b"\x1b[2;1Hrow two")
+        assert lines[1] == "row two" + "y" * shown, lines
+    assert modes.resync(b"(Bxyz\x1b[H") == 5
+    assert modes.resync(b"3mtext\r\nmore\x1b[H") == 8
+    assert modes.resync(b"text without a control " * 300) == 0  # nothing to skip to

@@ -14,7 +14,8 @@ late as the output allows:
   rewritten every cell: checked by replaying it over a screen filled with a marker
   character, and accepting only if no marker is left (`top` and vim redraw a few rows per
   frame, so placements further back are tried, doubling the distance: `_probed`);
-- else at the oldest retained byte.
+- else at the oldest retained byte (once older output rotated out, at the first ESC, CAN or
+  SUB or line start after it, `modes.resync`: never within a sequence the rotation cut).
 
 The terminal modes in force at the start (alternate screen, scroll region, origin, auto-wrap,
 insert, character sets, cursor visibility) are found by `modes.scan` and put into the fresh
@@ -76,7 +77,11 @@ class _SavedCursors:
     """Where the output saves and restores the cursor (ESC 7 and 8, CSI s and u)."""
 
     def __init__(self, events: list[modes.Event]) -> None:
-        self._saves = [event.start for event in events if event.kind == "save"]
+        # A full or soft reset puts the saved cursor back to the home position, as a fresh
+        # emulator has it: a restore after it restores nothing older.
+        self._saves = [
+            event.start for event in events if event.kind == "save" or event.kind in modes.RESETS
+        ]
         self._restores = [event.start for event in events if event.kind == "restore"]
 
     def restores_older(self, start: int) -> bool:
@@ -175,7 +180,9 @@ class LiveScreen:
         # Fold the events up to each candidate: the modes in force where it would start.
         state = modes.Modes()
         folded = 0
-        best = (0, modes.Modes())
+        # The oldest retained byte, or, once older ones rotated out, where a parser is
+        # surely in its ground state (never inside a sequence cut by the rotation).
+        best = (modes.resync(data) if base else 0, modes.Modes())
         positioned: list[tuple[int, modes.Modes]] = []
         for start, kind in candidates:
             while folded < len(events) and events[folded].start < start:
