@@ -903,9 +903,20 @@ def test_a_full_screen_span_never_continues_a_line() -> None:
     down=st.integers(min_value=0, max_value=9),
     right=st.integers(min_value=0, max_value=29),
     typed=st.text(alphabet="XYZ", max_size=12),
+    stretch=st.sampled_from([16, 64, 8192]),
 )
+# Found by hypothesis: a continuation starting in the next stretch was not seen when the
+# look-back began at offset 0 (taken for the middle of a line).
+@example(command="a" * 19, width=8, up=1, column=0, down=0, right=12, typed="", stretch=64)
 def test_readline_moving_down_matches_a_terminal(
-    command: str, width: int, up: int, column: int, down: int, right: int, typed: str
+    command: str,
+    width: int,
+    up: int,
+    column: int,
+    down: int,
+    right: int,
+    typed: str,
+    stretch: int,
 ) -> None:
     # A command that wraps, the cursor moved up and across, back down by line feeds, across
     # and overtyped: the one logical line reads as a terminal (avt) shows its rows.
@@ -922,7 +933,7 @@ def test_readline_moving_down_matches_a_terminal(
     expected = "".join(shown[:used]).rstrip(" ")
     # Enter: readline moves to the line's last row, then the line feed.
     raw += b"\r\n" * (used - screen.cursor.row)
-    log = make_log(1 << 16, 64, 64)
+    log = make_log(1 << 16, stretch, 64)
     log.note_width(width)
     log.append(raw + b"$ ")
     texts = log.lines(0, 100)

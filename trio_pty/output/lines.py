@@ -869,8 +869,10 @@ class LineLog:
             return self._clean_range(low, high, continued=False)
         ring = self._ring
         back = max(ring.start_offset, low - _CONTINUED_BYTES)
-        # (`low` is a line start: a newline ends [back, low) unless it is empty)
-        begin = ring.find(b"\n", back, low) + 1 if back < low else low
+        if back == 0 or (back > ring.start_offset and ring.byte_at(back - 1) == 10):
+            begin = back  # a line start
+        else:  # (`low` is a line start: a newline ends [back, low) unless it is empty)
+            begin = ring.find(b"\n", back, low) + 1 if back < low else low
         raw = ring.read(begin, high)
         up = _RAW_UP.search(raw)
         if up is None:
