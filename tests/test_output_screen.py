@@ -4,6 +4,7 @@ full-screen programs."""
 
 from __future__ import annotations
 
+import attrs
 import avt
 import pytest
 from hypothesis import example, given
@@ -33,7 +34,8 @@ def from_the_start(buffer: OutputBuffer) -> list[str]:
 
 
 def seen(buffer: OutputBuffer) -> list[str]:
-    screen = LiveScreen.replay(buffer).image("x", None)
+    # The late start, even on output short enough to be replayed whole by default.
+    screen = LiveScreen.replay(buffer, whole_up_to=0, probed_above=0).image("x", None)
     return [*screen.lines, repr(screen.cursor), repr(screen.cursor_visible)]
 
 
@@ -151,18 +153,24 @@ def test_a_start_at_a_cursor_position_shows_what_a_replay_from_the_first_byte_sh
 
 def test_a_screen_redrawn_row_by_row_is_replayed_from_a_late_cursor_position() -> None:
     # A first frame, then frames that each redraw two of the six rows: the replay starts
-    # where the rows redrawn since cover the screen, not at the clear long before.
+    # where the rows redrawn since cover the screen, not at the clear long before. (Output
+    # that never rotated is probed only past 512 KiB: shorter, it is replayed whole.)
     frames = [b"\x1b[H\x1b[2J" + rewritten([(row, 1, f"first {row}") for row in range(1, 7)])]
     frames += [
-        rewritten([(n % 6 + 1, 1, f"row {n}"), ((n + 3) % 6 + 1, 1, f"row {n}")])
-        for n in range(400)
+        rewritten([(n % 6 + 1, 1, f"row {n % 1000}"), ((n + 3) % 6 + 1, 1, f"row {n % 1000}")])
+        for n in range(20_000)
     ]
     buffer = buffer_of(b"".join(frames))
+    assert buffer.end_offset > 8 * 65_536
     live = LiveScreen.replay(buffer)
-    assert live.started > len(frames[0]) + 300 * len(frames[1])
+    assert live.started > buffer.end_offset - 65_536
     assert seen(buffer) == from_the_start(buffer)
+    short = buffer_of(b"".join(frames[:400]))
+    assert LiveScreen.replay(short).started == 0
+    assert seen(short) == from_the_start(short)
     kept = (
-        rewritten([(row, 1, f"row {row}") for row in range(1, 7)]) + rewritten([(1, 1, "x")]) * 400
+        rewritten([(row, 1, f"row {row}") for row in range(1, 7)])
+        + rewritten([(1, 1, "x")]) * 60_000
     )
     buffer = buffer_of(kept)  # row 1 only, for ever after: rows 2-6 still need the start
     assert LiveScreen.replay(buffer).started == 0
@@ -282,8 +290,17 @@ def test_modes_fold() -> None:
     assert state.region == (2, 5) and state.origin and not state.autowrap
     assert state.insert and state.newline and not state.alternate
     assert state.preamble(24) == "\x1b[2;5r\x1b[?6h\x1b[?7l\x1b[4h\x1b[20h"
-    visibility = modes.CursorVisibility(data)
+    visibility = modes.CursorVisibility(data, list(modes.scan(data)))
     assert visibility.hidden_at(len(data)) and not visibility.hidden_at(10)
+    # A full or a soft reset shows the cursor; the soft one keeps auto-wrap and newline mode.
+    for reset in (b"\x1bc", b"\x1b[!p"):
+        hidden = b"\x1b[?25l" + reset + b"x"
+        visibility = modes.CursorVisibility(hidden, list(modes.scan(hidden)))
+        assert visibility.hidden_at(6) and not visibility.hidden_at(len(hidden))
+    soft = attrs.evolve(state)
+    for event in modes.scan(b"\x1b[!p"):
+        soft.apply(event)
+    assert soft == attrs.evolve(state, region=(0, 0), origin=False, insert=False)
     for event in modes.scan(b"\x1bc"):
         state.apply(event)
     assert state == modes.Modes()

@@ -51,6 +51,15 @@ from .buffer import OutputBuffer, SizeRecord
 _MARK: Final = "\U0010fffd"  # fills the screen for the rewrite check; never shown
 _MAX_CHECKED_TAIL: Final = 65_536  # output after a "cursor home" worth checking for a rewrite
 _CARRY: Final = modes.LONGEST_SWITCH  # bytes kept to see a switch split across feeds
+# Output that never rotated is replayed from its first byte unless a clear, reset or scroll
+# start lets it start later: placements are probed only when it is longer than this. The
+# probes replay at most about twice the checked tail, which costs more than replaying a
+# short output whole (a session of 2 KB of vim paid 19x a plain replay; issue 32).
+_PROBED_ABOVE: Final = 8 * _MAX_CHECKED_TAIL
+# Output that never rotated and is no longer than this is replayed whole, as it is: finding a
+# later start costs more than the replay it would save.
+_REPLAYED_WHOLE: Final = 65_536
+_COLLAPSED_ABOVE: Final = 262_144  # a shorter replay is fed as it is: collapsing costs more
 
 
 def scroll_start(data: bytes, rows: int) -> int:
@@ -73,6 +82,14 @@ def scroll_start(data: bytes, rows: int) -> int:
         if data[line_feed - 1] == 0x0D:
             start = line_feed + 1
             return start if modes.stays_in_rows(data[start:]) else -1
+    return -1
+
+
+def _last_insert_on(events: list[modes.Event]) -> int:
+    """Where insert mode (IRM) is last set on, or -1."""
+    for event in reversed(events):
+        if event.kind == "ansi" and event.on and 4 in event.params:
+            return event.start
     return -1
 
 
@@ -226,10 +243,23 @@ class LiveScreen:
         self.last_used = 0.0
 
     @classmethod
-    def replay(cls, output: OutputBuffer) -> LiveScreen:
-        """An emulator for the retained output, started as late as it may be (module doc)."""
+    def replay(
+        cls,
+        output: OutputBuffer,
+        *,
+        whole_up_to: int = _REPLAYED_WHOLE,
+        probed_above: int = _PROBED_ABOVE,
+    ) -> LiveScreen:
+        """An emulator for the retained output, started as late as it may be (module doc).
+        Output that never rotated is replayed whole up to `whole_up_to` bytes, and probed
+        for a late cursor placement only past `probed_above` (tests lower both to 0, to
+        check the late start on short output)."""
         data, base = output.snapshot_with_offset()
         sizes = output.sizes
+        if not base and len(data) <= whole_up_to:
+            whole = cls(_size_at(sizes, 0), 0)  # the output as it is, from its first byte
+            whole._feed(data, sizes)
+            return whole
         rows = sizes[-1].rows
         resized_at = max(base, sizes[-1].offset) - base  # no resize after this position
         events = list(modes.scan(data))
@@ -243,10 +273,11 @@ class LiveScreen:
         if scroll >= resized_at and modes.ground_at(data, scroll):  # (not inside a string)
             candidates.append((scroll, "scroll"))
         tail = max(last_switch + 1, len(data) - _MAX_CHECKED_TAIL)
-        candidates += [(start, "position") for start in _probed(modes.positions(data, tail))]
+        if base or len(data) > probed_above:
+            candidates += [(start, "position") for start in _probed(modes.positions(data, tail))]
         candidates.sort()
         saved = _SavedCursors(events)
-        visibility = modes.CursorVisibility(data)
+        visibility = modes.CursorVisibility(data, events)
         # Fold the events up to each candidate: the modes in force where it would start.
         state = modes.Modes()
         folded = 0
@@ -318,12 +349,8 @@ class LiveScreen:
             lead += "\x1b[?25l"
         if lead:
             live._vt.feed_str(lead)
-        inserting = at.insert or any(
-            event.kind == "ansi" and event.on and 4 in event.params
-            for event in events
-            if event.start >= start
-        )
-        if inserting:
+        inserting = at.insert or _last_insert_on(events) >= start
+        if inserting or len(data) - start <= _COLLAPSED_ABOVE:
             live._feed(data[start:], sizes)
         else:
             live._feed_collapsing(data, start, sizes)
@@ -388,6 +415,9 @@ class LiveScreen:
         if not data:
             return
         window = self._carry + data
+        if not modes.may_switch(window):
+            self._carry = window[-_CARRY:]
+            return
         for _, end, on in modes.alternate_switches(window):
             if end > len(self._carry):  # not already seen in the last feed
                 self._alternate = on
