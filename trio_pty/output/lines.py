@@ -63,8 +63,8 @@ _WIDTH_FINAL = "\x01"
 _WIDTH_MARK = re.compile("\x1b\\[[0-9]{1,5}\x01")
 _TOKENS = re.compile("(\r|\x08|\t|\x1b\\[[0-9]{0,5}[" + _EDIT + _WIDTH_FINAL + "])")
 # An in-row edit as the replay takes it (kept by the escape pattern, unlike all others).
-_UP = re.compile("\x1b\\[[0-9]{0,5}A")  # a line that may leave the cursor above its last row
 _KEPT_SEQUENCE = re.compile("\x1b\\[[0-9]{0,5}[" + _EDIT + "]")
+_UP = re.compile("\x1b\\[[0-9]{0,5}A")  # a line that may leave the cursor above its last row
 _UNBOUNDED = 1 << 62  # the width of a window of unknown size: its rows never wrap
 HIDDEN = "\x00"
 """The text of a line that belongs to a full-screen program's alternate screen."""

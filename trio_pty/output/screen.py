@@ -3,7 +3,8 @@
 The reader never touches this module: a session nobody looks at costs nothing. The first
 snapshot of a session replays its retained output into an emulator (asciinema's avt, through
 the `pyavt` binding: about 10 ms per MB of colourful output, see docs/output.md), starting as
-late as the output allows:
+late as the output allows (output that never rotated and is at most `_REPLAYED_WHOLE` long is
+replayed whole: looking for a later start would cost more than it saves):
 
 - at a full reset (RIS), at "cursor home, erase the screen", or at the line start after
   which enough complete lines scrolled everything older away (`scroll_start`) unless it lies
