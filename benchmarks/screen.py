@@ -7,6 +7,8 @@ import random
 import time
 from typing import Any
 
+import avt
+
 from trio_pty import Limits
 from trio_pty.output.buffer import OutputBuffer
 from trio_pty.output.screen import LiveScreen, ScreenCache
@@ -37,11 +39,47 @@ the screen, no clear since the start) and *progress* (one `\\r` progress line, n
   session: it finds where the replay may start and replays from there (see docs/output.md).
 - **Later snapshot**: after 4 KiB more output, a snapshot through the live emulator.
 - *replayed* says how much of the ring the first snapshot fed to the emulator.
+- **Small session**: the first snapshot of a session that wrote less than its buffer (nothing
+  rotated: 2 kB to 600 kB of each kind), against feeding the same bytes to a fresh avt
+  emulator and reading its rows and cursor (the least any snapshot must do), interleaved.
 """
+
+
+SMALL_SIZES = (2_000, 20_000, 200_000, 600_000)
 
 
 def _params(ctx: Context) -> dict[str, Any]:
     return {"rounds": ctx.pick(quick=5, full=30), "fill_bytes": 1_250_000}
+
+
+def plain_avt(content: bytes) -> None:
+    """Feed `content` to a fresh emulator and read its rows and cursor."""
+    vt = avt.Vt(COLS, ROWS, scrollback_limit=0)
+    vt.feed_str(content.decode("utf-8", "replace"))
+    rows = [line.text for line in vt.view()]
+    assert len(rows) == ROWS and vt.cursor is not None  # (reading them is what is measured)
+
+
+def small_sessions(contents: dict[str, bytes], rounds: int) -> dict[str, list[float]]:
+    """Per kind and size: the first snapshot's time over the plain replay's, each round."""
+    ratios: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for kind, content in contents.items():
+            for size in SMALL_SIZES:
+                head = content[:size]
+                buffer = filled(head)
+                best_snapshot = best_plain = float("inf")
+                for _ in range(3):  # alternating, the best of three of each
+                    started = time.perf_counter()
+                    ScreenCache(1, 3600.0).snapshot("s", buffer, 0.0)
+                    best_snapshot = min(best_snapshot, time.perf_counter() - started)
+                    started = time.perf_counter()
+                    plain_avt(head)
+                    best_plain = min(best_plain, time.perf_counter() - started)
+                ratios.setdefault(f"{kind} {size // 1000} kB", []).append(
+                    best_snapshot / best_plain
+                )
+    return ratios
 
 
 def shell_text(size: int, seed: int = 5) -> bytes:
@@ -214,6 +252,21 @@ def run(ctx: Context) -> Result:
         key="screen-reader",
         subject=f"{quiet:.2f} µs",
         ratio=stats.ratio(live, quiet),
+    )
+    ctx.progress("small sessions")
+    small = {kind: content for kind, content in contents.items() if kind != "progress"}
+    ratios = result.table(
+        "Small session (nothing rotated): first snapshot / plain avt replay",
+        "x",
+        small_sessions(small, params["rounds"]),
+    )
+    worst_small = max(ratios.items(), key=lambda item: item[1]["median"])
+    result.goal(
+        "A small session's first snapshot at most 1.2x a plain avt replay",
+        f"worst: {worst_small[0]} {worst_small[1]['median']:.2f}x median",
+        worst_small[1]["median"] <= 1.2,
+        key="screen-small",
+        subject=f"{worst_small[0]}: {worst_small[1]['median']:.2f}x",
     )
     for kind, content in contents.items():
         buffer = filled(content)

@@ -7,6 +7,7 @@ import re
 import sys
 from typing import Any
 
+import pytest
 import trio
 
 import trio_pty
@@ -188,3 +189,43 @@ async def test_invalid_read_combinations_are_refused() -> None:
                 except trio_pty.InvalidInput:
                     continue
                 raise AssertionError(f"accepted {kwargs}")
+
+
+TOKENS = " ".join(f"token{i:02d}" for i in range(1, 41))  # 327 characters: wraps at 200
+
+
+@pytest.mark.parametrize("cols", [20, 80, 200])
+@pytest.mark.parametrize("program", ["bash", "python"])
+async def test_a_command_edited_across_the_window_edge_reads_as_one_line(
+    program: str, cols: int
+) -> None:
+    # Issue 32: readline moves down with a line feed (`_rl_move_vert`). After Ctrl-A and
+    # Ctrl-E on a command that wraps, and more typing, the command is one line.
+    if program == "bash":
+        argv = ["bash", "--norc", "--noprofile"]
+        prompt, command, shown = r"^qa\$ $", f"echo {TOKENS}", "qa$ "
+    else:
+        argv = [sys.executable, "-i", "-q"]
+        prompt, command, shown = r"^>>> $", f"print('{TOKENS}", ">>> "
+    ending = " TAIL" if program == "bash" else " TAIL')"
+    with trio.fail_after(30):
+        async with trio_pty.open_manager(LIMITS) as manager:
+            info = await manager.spawn(
+                argv[0], argv[1:], description="edit", env=SHELL_ENV, cols=cols, rows=24
+            )
+            await manager.read(info.id, wait=Wait(pattern=prompt, timeout_ms=5000))
+            # Typed in pieces, each once its echo is on the screen (readline redraws).
+            await manager.write(info.id, command)
+            await manager.screen(info.id, wait=Wait(pattern="token40", timeout_ms=5000))
+            await manager.write(info.id, "\x01")  # Ctrl-A: to the start (moves up)
+            await manager.screen(info.id, wait=Wait(pattern="token40", idle_ms=200))
+            await manager.write(info.id, "\x05")  # Ctrl-E: to the end (line feeds down)
+            await manager.screen(info.id, wait=Wait(pattern="token40", idle_ms=200))
+            await manager.write(info.id, ending + "\r")
+            await manager.read(info.id, wait=Wait(pattern=f"^{TOKENS} TAIL$", timeout_ms=5000))
+            await manager.read(info.id, wait=Wait(pattern=prompt, idle_ms=300))
+            lines = await texts(manager, info.id)
+            expected = [shown + command + ending, f"{TOKENS} TAIL", shown]
+            assert lines[-3:] == expected, "\n".join(lines)
+            await manager.write(info.id, "exit\r" if program == "bash" else "\x04")
+            await wait_for_status(manager, info.id, "exited")

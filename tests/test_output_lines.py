@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import re
+
+import avt
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from trio_pty.output.lines import LineLog, TextCleaner, _line_start_in_blob, char_width
+from trio_pty.output.lines import (
+    HIDDEN,
+    LineLog,
+    TextCleaner,
+    _line_start_in_blob,
+    char_width,
+)
 from trio_pty.output.ring import ByteRing
 from trio_pty.output.search import compile_pattern
 
@@ -807,8 +816,12 @@ def test_widths_apply_at_their_offsets_however_chunked_and_read(
     assert again.lines(0, total) == fill_log(stream, same[-1:], [], capacity, False).lines(0, total)
 
 
+UP_MOVE = re.compile(rb"\x1b\[[0-9]*A")
+
+
 @given(
-    lines=st.lists(wrapping, min_size=1, max_size=6),
+    # (a line that moves up may continue into the next: `test_readline_moving_down_...`)
+    lines=st.lists(wrapping.filter(lambda line: not UP_MOVE.search(line)), min_size=1, max_size=6),
     widths=st.lists(st.integers(min_value=2, max_value=16), min_size=6, max_size=6),
 )
 def test_each_line_wraps_at_the_width_in_force_where_it_starts(
@@ -829,3 +842,100 @@ def test_a_line_without_a_window_never_wraps() -> None:
     log.note_width(10)
     log.append(b"0123456789ab\rX\r\n")
     assert log.lines(0, 2) == ["X123456789ab", "0123456789Xb"]
+
+
+# Issue 32: readline moves the cursor down with a line feed (`_rl_move_vert`), which the
+# terminal's ONLCR makes CR LF; after moving up in a command that wraps, that line feed
+# lands on a row of the same command.
+READLINE_EDGE = (
+    b"$ abcdefghijklmnopqrstuvwxyz\x1b[A\r\x1b[C\x1b[C\r\n" + b"\x1b[C" * 8 + b" TAIL\r\n"
+)
+
+
+def test_a_line_feed_back_onto_a_row_of_the_same_line_continues_it() -> None:
+    log = make_log(1 << 16, 64, 64)
+    log.note_width(20)
+    log.append(b"before\r\n" + READLINE_EDGE + b"$ ")
+    # The numbering stays absolute: the line number the line feed took reads hidden.
+    assert log.lines(0, 10) == ["before", "$ abcdefghijklmnopqrstuvwxyz TAIL", HIDDEN, "$ "]
+    assert log.total_lines == 4
+    clean = TextCleaner(64).clean
+    assert clean(READLINE_EDGE, width=20) == "$ abcdefghijklmnopqrstuvwxyz\n         TAIL\n"
+    assert clean(READLINE_EDGE, width=20, continued=True) == (
+        "$ abcdefghijklmnopqrstuvwxyz TAIL\n" + HIDDEN + "\n"
+    )
+    # Without a known width nothing wraps, so nothing moves up within a line.
+    assert clean(READLINE_EDGE, continued=True) == clean(READLINE_EDGE)
+
+
+def test_a_continued_line_reads_the_same_across_stretches_and_while_unfinished() -> None:
+    # Wherever the stretches cut it (the head in one, its continuations in the next), and
+    # while the continuation is still being typed.
+    whole = b"x\r\n" * 5 + READLINE_EDGE + b"y\r\n"
+    expected = ["x"] * 5 + ["$ abcdefghijklmnopqrstuvwxyz TAIL", HIDDEN, "y"]
+    for stretch in (4, 16, 33, 40, 64, 8192):
+        log = make_log(1 << 16, stretch, 16)
+        log.note_width(20)
+        log.append(whole)
+        assert log.lines(0, 20) == expected, stretch
+        growing = make_log(1 << 16, stretch, 16)
+        growing.note_width(20)
+        for at in range(len(whole)):
+            growing.append(whole[at : at + 1])
+            growing.lines(0, 20)  # read as it grows: nothing stale is cached
+        assert growing.lines(0, 20) == expected, stretch
+
+
+def test_a_full_screen_span_never_continues_a_line() -> None:
+    log = make_log(1 << 16, 64, 64)
+    log.note_width(20)
+    log.append(b"$ abcdefghijklmnopqrstuvwxyz\x1b[A\r\n\x1b[?1049hvim\r\n\x1b[?1049l$ \r\n")
+    lines = log.lines(0, 10)
+    assert lines[0] == "$ abcdefghijklmnopqrstuvwxyz"
+    assert lines[1].startswith("[full-screen program ran here")
+
+
+@given(
+    command=st.text(alphabet="abcdefgh ", min_size=1, max_size=70),
+    width=st.integers(min_value=8, max_value=30),
+    up=st.integers(min_value=1, max_value=9),
+    column=st.integers(min_value=0, max_value=29),
+    down=st.integers(min_value=0, max_value=9),
+    right=st.integers(min_value=0, max_value=29),
+    typed=st.text(alphabet="XYZ", max_size=12),
+    stretch=st.sampled_from([16, 64, 8192]),
+)
+# Found by hypothesis: a continuation starting in the next stretch was not seen when the
+# look-back began at offset 0 (taken for the middle of a line).
+@example(command="a" * 19, width=8, up=1, column=0, down=0, right=12, typed="", stretch=64)
+def test_readline_moving_down_matches_a_terminal(
+    command: str,
+    width: int,
+    up: int,
+    column: int,
+    down: int,
+    right: int,
+    typed: str,
+    stretch: int,
+) -> None:
+    # A command that wraps, the cursor moved up and across, back down by line feeds, across
+    # and overtyped: the one logical line reads as a terminal (avt) shows its rows.
+    prompt = "$ " + command
+    rows = (len(prompt) - 1) // width + 1
+    up = min(up, rows - 1)
+    down = min(down, up)
+    raw = (prompt + f"\x1b[{up}A\r" + "\x1b[C" * column + "\r\n" * down).encode()
+    raw += ("\x1b[C" * right + typed).encode()
+    screen = avt.Vt(width, 40, scrollback_limit=0)
+    screen.feed_str(raw.decode())
+    shown = [line.text for line in screen.view()]
+    used = max(row for row in range(40) if row < rows or shown[row].strip()) + 1
+    expected = "".join(shown[:used]).rstrip(" ")
+    # Enter: readline moves to the line's last row, then the line feed.
+    raw += b"\r\n" * (used - screen.cursor.row)
+    log = make_log(1 << 16, stretch, 64)
+    log.note_width(width)
+    log.append(raw + b"$ ")
+    texts = log.lines(0, 100)
+    assert [text for text in texts if text != HIDDEN] == [expected, "$ "]
+    assert len(texts) == raw.count(b"\n") + 1

@@ -4,7 +4,9 @@ full-screen programs."""
 
 from __future__ import annotations
 
+import attrs
 import avt
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -32,7 +34,8 @@ def from_the_start(buffer: OutputBuffer) -> list[str]:
 
 
 def seen(buffer: OutputBuffer) -> list[str]:
-    screen = LiveScreen.replay(buffer).image("x", None)
+    # The late start, even on output short enough to be replayed whole by default.
+    screen = LiveScreen.replay(buffer, whole_up_to=0, probed_above=0).image("x", None)
     return [*screen.lines, repr(screen.cursor), repr(screen.cursor_visible)]
 
 
@@ -81,6 +84,7 @@ PIECES = [
     b"\x1b8",
     b"\x1bM",
     b"\x1bc",
+    b"\x1b[!p",  # DECSTR: a soft reset (tput init)
     b"\x1b]2;title\x07",
     b"\x1b[L",
     b"\x1b[M",
@@ -105,6 +109,30 @@ def test_a_late_start_shows_what_a_replay_from_the_first_byte_shows(
     assert seen(buffer) == from_the_start(buffer)
 
 
+FULL_REDRAW = b"".join(b"\x1b[%d;1H" % row + b"x" * 30 for row in range(1, 7))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x1b[4h\x1b[!p\x1b[H\x1b[2Jabc\rX",  # insert mode
+        b"\x1b[2;4r\x1b[?6h\x1b[!p\x1b[H\x1b[2J\x1b[HX",  # origin mode and region
+        b"\x1b(0\x1b[!p\x1b[H\x1b[2Jqqq",  # G0 as line drawing
+        b"\x1b)0\x0e\x1b[!p\x1b[H\x1b[2Jqqq",  # G1 shifted in
+        b"\x1b[?25l\x1b[!p\x1b[H\x1b[2Jabc",  # the cursor hidden
+        b"\x1b[?25l\x1bc" + FULL_REDRAW,  # the same, reset by RIS
+        b"\x1b[3;3H\x1b7\x1b[!p\x1b[H\x1b[2J\x1b8X",  # a cursor saved before it
+        b"\x1b[?7l\x1b[!p\x1b[H\x1b[2J" + b"y" * 40,  # auto-wrap stays off (avt)
+    ],
+)
+def test_a_late_start_honours_a_soft_or_full_reset_before_it(data: bytes) -> None:
+    # Issue 32 item 3: DECSTR (CSI ! p, sent by `tput init`) clears insert mode, origin
+    # mode, the scroll region, the character sets and the saved cursor, and shows the
+    # cursor; a late start re-applied what it cleared.
+    buffer = buffer_of(data)
+    assert seen(buffer) == from_the_start(buffer)
+
+
 # Rows rewritten at absolute positions, as top and vim redraw: a replay may start at one.
 rewrites = st.lists(
     st.tuples(st.integers(1, 6), st.integers(1, 30), st.text("ab xy", max_size=32)), max_size=40
@@ -125,18 +153,24 @@ def test_a_start_at_a_cursor_position_shows_what_a_replay_from_the_first_byte_sh
 
 def test_a_screen_redrawn_row_by_row_is_replayed_from_a_late_cursor_position() -> None:
     # A first frame, then frames that each redraw two of the six rows: the replay starts
-    # where the rows redrawn since cover the screen, not at the clear long before.
+    # where the rows redrawn since cover the screen, not at the clear long before. (Output
+    # that never rotated is probed only past 512 KiB: shorter, it is replayed whole.)
     frames = [b"\x1b[H\x1b[2J" + rewritten([(row, 1, f"first {row}") for row in range(1, 7)])]
     frames += [
-        rewritten([(n % 6 + 1, 1, f"row {n}"), ((n + 3) % 6 + 1, 1, f"row {n}")])
-        for n in range(400)
+        rewritten([(n % 6 + 1, 1, f"row {n % 1000}"), ((n + 3) % 6 + 1, 1, f"row {n % 1000}")])
+        for n in range(20_000)
     ]
     buffer = buffer_of(b"".join(frames))
+    assert buffer.end_offset > 8 * 65_536
     live = LiveScreen.replay(buffer)
-    assert live.started > len(frames[0]) + 300 * len(frames[1])
+    assert live.started > buffer.end_offset - 65_536
     assert seen(buffer) == from_the_start(buffer)
+    short = buffer_of(b"".join(frames[:400]))
+    assert LiveScreen.replay(short).started == 0
+    assert seen(short) == from_the_start(short)
     kept = (
-        rewritten([(row, 1, f"row {row}") for row in range(1, 7)]) + rewritten([(1, 1, "x")]) * 400
+        rewritten([(row, 1, f"row {row}") for row in range(1, 7)])
+        + rewritten([(1, 1, "x")]) * 60_000
     )
     buffer = buffer_of(kept)  # row 1 only, for ever after: rows 2-6 still need the start
     assert LiveScreen.replay(buffer).started == 0
@@ -256,8 +290,17 @@ def test_modes_fold() -> None:
     assert state.region == (2, 5) and state.origin and not state.autowrap
     assert state.insert and state.newline and not state.alternate
     assert state.preamble(24) == "\x1b[2;5r\x1b[?6h\x1b[?7l\x1b[4h\x1b[20h"
-    visibility = modes.CursorVisibility(data)
+    visibility = modes.CursorVisibility(data, list(modes.scan(data)))
     assert visibility.hidden_at(len(data)) and not visibility.hidden_at(10)
+    # A full or a soft reset shows the cursor; the soft one keeps auto-wrap and newline mode.
+    for reset in (b"\x1bc", b"\x1b[!p"):
+        hidden = b"\x1b[?25l" + reset + b"x"
+        visibility = modes.CursorVisibility(hidden, list(modes.scan(hidden)))
+        assert visibility.hidden_at(6) and not visibility.hidden_at(len(hidden))
+    soft = attrs.evolve(state)
+    for event in modes.scan(b"\x1b[!p"):
+        soft.apply(event)
+    assert soft == attrs.evolve(state, region=(0, 0), origin=False, insert=False)
     for event in modes.scan(b"\x1bc"):
         state.apply(event)
     assert state == modes.Modes()
@@ -460,3 +503,25 @@ def test_ground_at_says_whether_the_emulator_prints_the_next_character(
     vt.feed_str(data.decode("utf-8", "replace") + "Z")
     printed = any("Z" in line.text for line in vt.view())
     assert modes.ground_at(data, len(data)) == printed
+
+
+def test_a_replay_never_starts_inside_a_sequence_the_rotation_cut() -> None:
+    # Issue 32 item 4: htop's row 0 began with `(B...`, the tail of an `ESC ( B` whose ESC
+    # had rotated out. Here the ring's oldest retained byte falls inside an ESC ( B, a CSI
+    # and an OSC in turn; the replay starts where a parser is surely in step.
+    for cut_in in (b"\x1b(B", b"\x1b[38;5;123m", b"\x1b]2;a long window title\x07"):
+        head = b"x" * 200 + cut_in
+        capacity = 256
+        buffer = buffer_of(capacity=capacity, rows=4, cols=600)
+        buffer.append(head + b"\x1b[2;1Hrow two")
+        # Rotate until the oldest retained byte lies inside `cut_in`.
+        while not len(head) - len(cut_in) < buffer.start_offset < len(head):
+            buffer.append(b"y")
+            assert buffer.start_offset < len(head), "the ring rotated past the sequence"
+        lines = seen(buffer)
+        assert not any(piece in "".join(lines) for piece in ("(B", "123m", "title")), lines
+        shown = buffer.end_offset - len(head) - len(b"\x1b[2;1Hrow two")
+        assert lines[1] == "row two" + "y" * shown, lines
+    assert modes.resync(b"(Bxyz\x1b[H") == 5
+    assert modes.resync(b"3mtext\r\nmore\x1b[H") == 8
+    assert modes.resync(b"text without a control " * 300) == 0  # nothing to skip to

@@ -3,7 +3,8 @@
 The reader never touches this module: a session nobody looks at costs nothing. The first
 snapshot of a session replays its retained output into an emulator (asciinema's avt, through
 the `pyavt` binding: about 10 ms per MB of colourful output, see docs/output.md), starting as
-late as the output allows:
+late as the output allows (output that never rotated and is at most `_REPLAYED_WHOLE` long is
+replayed whole: looking for a later start would cost more than it saves):
 
 - at a full reset (RIS), at "cursor home, erase the screen", or at the line start after
   which enough complete lines scrolled everything older away (`scroll_start`) unless it lies
@@ -14,7 +15,8 @@ late as the output allows:
   rewritten every cell: checked by replaying it over a screen filled with a marker
   character, and accepting only if no marker is left (`top` and vim redraw a few rows per
   frame, so placements further back are tried, doubling the distance: `_probed`);
-- else at the oldest retained byte.
+- else at the oldest retained byte (once older output rotated out, at the first ESC, CAN or
+  SUB or line start after it, `modes.resync`: never within a sequence the rotation cut).
 
 The terminal modes in force at the start (alternate screen, scroll region, origin, auto-wrap,
 insert, character sets, cursor visibility) are found by `modes.scan` and put into the fresh
@@ -31,14 +33,17 @@ out) is rebuilt.
 from __future__ import annotations
 
 import codecs
+import functools
 import re
+import unicodedata
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 import attrs
 import avt
+import re2
 
 from .. import model
 from . import modes
@@ -47,6 +52,15 @@ from .buffer import OutputBuffer, SizeRecord
 _MARK: Final = "\U0010fffd"  # fills the screen for the rewrite check; never shown
 _MAX_CHECKED_TAIL: Final = 65_536  # output after a "cursor home" worth checking for a rewrite
 _CARRY: Final = modes.LONGEST_SWITCH  # bytes kept to see a switch split across feeds
+# Output that never rotated is replayed from its first byte unless a clear, reset or scroll
+# start lets it start later: placements are probed only when it is longer than this. The
+# probes replay at most about twice the checked tail, which costs more than replaying a
+# short output whole (a session of 2 KB of vim paid 19x a plain replay; issue 32).
+_PROBED_ABOVE: Final = 8 * _MAX_CHECKED_TAIL
+# Output that never rotated and is no longer than this is replayed whole, as it is: finding a
+# later start costs more than the replay it would save.
+_REPLAYED_WHOLE: Final = 65_536
+_COLLAPSED_ABOVE: Final = 262_144  # a shorter replay is fed as it is: collapsing costs more
 
 
 def scroll_start(data: bytes, rows: int) -> int:
@@ -72,11 +86,23 @@ def scroll_start(data: bytes, rows: int) -> int:
     return -1
 
 
+def _last_insert_on(events: list[modes.Event]) -> int:
+    """Where insert mode (IRM) is last set on, or -1."""
+    for event in reversed(events):
+        if event.kind == "ansi" and event.on and 4 in event.params:
+            return event.start
+    return -1
+
+
 class _SavedCursors:
     """Where the output saves and restores the cursor (ESC 7 and 8, CSI s and u)."""
 
     def __init__(self, events: list[modes.Event]) -> None:
-        self._saves = [event.start for event in events if event.kind == "save"]
+        # A full or soft reset puts the saved cursor back to the home position, as a fresh
+        # emulator has it: a restore after it restores nothing older.
+        self._saves = [
+            event.start for event in events if event.kind == "save" or event.kind in modes.RESETS
+        ]
         self._restores = [event.start for event in events if event.kind == "restore"]
 
     def restores_older(self, start: int) -> bool:
@@ -111,6 +137,73 @@ def collapse_overwrites(run: bytes, cols: int) -> bytes | None:
             if covered == widest:
                 break
     return b"\r" + bytes(row) + b"\r" + rewrites[-1]
+
+
+# Where Unicode puts combining marks (Mn, Me): the BMP and plane 1, and the variation
+# selectors supplement (plane 14). Planes 2-13 hold none.
+_MARK_PLANES = (range(0x300, 0x20000), range(0xE0100, 0xE01F0))
+
+
+@functools.cache
+def _combining_marks() -> str:
+    """An RE2 class of the combining marks (Unicode Mn, Me), built on first use (5 ms)."""
+    ranges: list[list[int]] = []
+    for plane in _MARK_PLANES:
+        for code in plane:
+            if unicodedata.category(chr(code)) in ("Mn", "Me"):
+                if ranges and ranges[-1][1] == code - 1:
+                    ranges[-1][1] = code
+                else:
+                    ranges.append([code, code])
+    return "[" + "".join(f"{chr(low)}-{chr(high)}" for low, high in ranges) + "]"
+
+
+@functools.cache
+def _marks_in_utf8() -> Any:
+    """Combining marks, searched for in the raw UTF-8 bytes (RE2: about 2 ms per MB of
+    non-ASCII output, where Python's re takes 400)."""
+    return re2.compile((_combining_marks() + "+").encode())
+
+
+@functools.cache
+def _marked_clusters() -> Any:
+    """A character followed by combining marks, or an escape sequence (matched whole, so
+    that its final byte is never taken for a base character)."""
+    return re2.compile("\x1b\\[[0-?]*[ -/]*[@-~]|\x1b[^\\[]|(.?)(" + _combining_marks() + "+)")
+
+
+def _is_mark(char: str) -> bool:
+    return unicodedata.category(char) in ("Mn", "Me")
+
+
+def emulator_text(text: str, raw: bytes | None = None) -> str:
+    """`text` (decoded from `raw`, when given) as fed to avt, around two of its bugs (pyavt
+    0.1.2; docs/output.md): DEL, which terminals ignore, is deleted (avt shows it as a
+    character); a character and the combining marks after it are composed (NFC: `e` +
+    U+0301 is `é`), and marks that do not compose are deleted (avt gives each mark a cell
+    of its own, so everything after it on the row, and a mark after the last column,
+    landed one cell on). ASCII costs two C-level checks."""
+    if "\x7f" in text:
+        text = text.replace("\x7f", "")
+    if text.isascii():
+        return text
+    if raw is None:
+        raw = text.encode()
+    if _marks_in_utf8().search(raw) is None:
+        return text
+    pieces = []
+    done = 0
+    for match in _marked_clusters().finditer(text):
+        marks = match.group(2)
+        if marks is None:
+            continue  # an escape sequence, as it is
+        start, end = match.span()
+        composed = unicodedata.normalize("NFC", match.group(1) + marks)
+        pieces.append(text[done:start])
+        pieces.append("".join(ch for ch in composed if not _is_mark(ch)))
+        done = end
+    pieces.append(text[done:])
+    return "".join(pieces)
 
 
 def _probed(positions: list[int]) -> list[int]:
@@ -151,10 +244,23 @@ class LiveScreen:
         self.last_used = 0.0
 
     @classmethod
-    def replay(cls, output: OutputBuffer) -> LiveScreen:
-        """An emulator for the retained output, started as late as it may be (module doc)."""
+    def replay(
+        cls,
+        output: OutputBuffer,
+        *,
+        whole_up_to: int = _REPLAYED_WHOLE,
+        probed_above: int = _PROBED_ABOVE,
+    ) -> LiveScreen:
+        """An emulator for the retained output, started as late as it may be (module doc).
+        Output that never rotated is replayed whole up to `whole_up_to` bytes, and probed
+        for a late cursor placement only past `probed_above` (tests lower both to 0, to
+        check the late start on short output)."""
         data, base = output.snapshot_with_offset()
         sizes = output.sizes
+        if not base and len(data) <= whole_up_to:
+            whole = cls(_size_at(sizes, 0), 0)  # the output as it is, from its first byte
+            whole._feed(data, sizes)
+            return whole
         rows = sizes[-1].rows
         resized_at = max(base, sizes[-1].offset) - base  # no resize after this position
         events = list(modes.scan(data))
@@ -168,14 +274,17 @@ class LiveScreen:
         if scroll >= resized_at and modes.ground_at(data, scroll):  # (not inside a string)
             candidates.append((scroll, "scroll"))
         tail = max(last_switch + 1, len(data) - _MAX_CHECKED_TAIL)
-        candidates += [(start, "position") for start in _probed(modes.positions(data, tail))]
+        if base or len(data) > probed_above:
+            candidates += [(start, "position") for start in _probed(modes.positions(data, tail))]
         candidates.sort()
         saved = _SavedCursors(events)
-        visibility = modes.CursorVisibility(data)
+        visibility = modes.CursorVisibility(data, events)
         # Fold the events up to each candidate: the modes in force where it would start.
         state = modes.Modes()
         folded = 0
-        best = (0, modes.Modes())
+        # The oldest retained byte, or, once older ones rotated out, where a parser is
+        # surely in its ground state (never inside a sequence cut by the rotation).
+        best = (modes.resync(data) if base else 0, modes.Modes())
         positioned: list[tuple[int, modes.Modes]] = []
         for start, kind in candidates:
             while folded < len(events) and events[folded].start < start:
@@ -241,12 +350,8 @@ class LiveScreen:
             lead += "\x1b[?25l"
         if lead:
             live._vt.feed_str(lead)
-        inserting = at.insert or any(
-            event.kind == "ansi" and event.on and 4 in event.params
-            for event in events
-            if event.start >= start
-        )
-        if inserting:
+        inserting = at.insert or _last_insert_on(events) >= start
+        if inserting or len(data) - start <= _COLLAPSED_ABOVE:
             live._feed(data[start:], sizes)
         else:
             live._feed_collapsing(data, start, sizes)
@@ -295,12 +400,14 @@ class LiveScreen:
                 continue
             cut = min(len(data), max(pos, record.offset - offset))
             if cut > pos:
-                vt.feed_str(decoder.decode(data[pos:cut]))
+                piece = data[pos:cut]
+                vt.feed_str(emulator_text(decoder.decode(piece), piece))
                 pos = cut
             vt.resize(record.cols, record.rows)
             self._seq = record.seq
         if pos < len(data):
-            vt.feed_str(decoder.decode(data[pos:]))
+            piece = data[pos:]
+            vt.feed_str(emulator_text(decoder.decode(piece), piece))
         self._track_alternate(data)
         self.fed = offset + len(data)
 
@@ -309,6 +416,9 @@ class LiveScreen:
         if not data:
             return
         window = self._carry + data
+        if not modes.may_switch(window):
+            self._carry = window[-_CARRY:]
+            return
         for _, end, on in modes.alternate_switches(window):
             if end > len(self._carry):  # not already seen in the last feed
                 self._alternate = on
