@@ -116,3 +116,14 @@ class Limits:
     http_head_timeout: float = attrs.field(default=3.0, validator=_positive)
     attach_chunk_bytes: int = attrs.field(default=262_144, validator=_positive)
     max_send_queue_chars: int = attrs.field(default=1 << 20, validator=_positive)
+    # An upgraded (WebSocket) connection that sends nothing, not even the answer to the
+    # server's pings (sent after a third of this without a message), for this long is
+    # closed; so is one whose frame or fragmented message takes longer than
+    # `websocket_message_timeout` to arrive from its first byte (a frame trickled a byte a
+    # second). Both count only the time the server waits for the client
+    # (server/liveness.py).
+    websocket_idle_timeout: float = attrs.field(default=60.0, validator=_positive)
+    websocket_message_timeout: float = attrs.field(default=30.0, validator=_positive)
+    # Open connections one token may hold (besides `max_connections` in all), so that no
+    # token, a read-only one say, can take every slot.
+    max_connections_per_token: int = attrs.field(default=32, validator=_positive)
