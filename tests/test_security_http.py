@@ -12,6 +12,7 @@ deployment would.
 from __future__ import annotations
 
 import itertools
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -665,3 +666,35 @@ def test_own_origins_are_those_of_addresses_held() -> None:
         "http://box",
         "http://box:80",
     }
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 30, finding 6: the client's --token
+
+
+async def _client_info(url: str, *args: str, **env: str) -> subprocess.CompletedProcess[bytes]:
+    child_env = {k: v for k, v in os.environ.items() if k != "TRIO_PTY_TOKEN"} | env
+    return await trio.run_process(
+        [sys.executable, "-m", "trio_pty", "--url", url, *args, "info"],
+        env=child_env,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+async def test_the_client_warns_that_a_token_in_argv_is_world_readable() -> None:
+    """`trio-pty --token T ...` put the token in /proc/PID/cmdline, readable by every local
+    user, without a word (serve warned about its own --token): now it says so on stderr,
+    and TRIO_PTY_TOKEN, the way it points to, draws no warning."""
+    with trio.fail_after(60):
+        async with serving() as server:
+            given = await _client_info(server.url, "--token", TOKEN)
+            from_env = await _client_info(server.url, TRIO_PTY_TOKEN=TOKEN)
+    assert given.returncode == 0, given.stderr
+    warning = given.stderr.decode()
+    assert "every local user" in warning and "TRIO_PTY_TOKEN" in warning
+    assert TOKEN not in warning
+    assert from_env.returncode == 0, from_env.stderr
+    assert b"every local user" not in from_env.stderr
