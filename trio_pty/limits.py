@@ -107,8 +107,9 @@ class Limits:
     max_connections: int = attrs.field(default=64, validator=_positive)
     # Connections whose request head is still arriving (or being answered), counted apart
     # from `max_connections` so that no unauthenticated peer holds an established slot: in
-    # all, and per peer address (an IPv6 peer by its /64). Past the first bound the oldest
-    # pending connection is dropped for the new one; past the second the peer is refused.
+    # all, and per peer address (an IPv6 peer by its /64). Past either bound a slow head (of
+    # that peer, for the second) is dropped for the new connection, which is refused only
+    # when none can be (server/http.py, `PendingHeads`).
     max_pending_connections: int = attrs.field(default=256, validator=_positive)
     max_pending_per_peer: int = attrs.field(default=64, validator=_positive)
     # The whole request head must arrive within this long of its first byte (a head trickled
