@@ -396,6 +396,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
+        name="websocket-no-keepalive",
+        guarantee="a quiet but live client keeps its connection past the idle timeout",
+        path="trio_pty/server/websocket.py",
+        old="                nursery.start_soon(self._keep_alive)\n",
+        new="",
+        tests=(
+            "tests/test_security_http.py::"
+            "test_a_quiet_live_client_stays_connected_past_the_idle_timeout",
+        ),
+    ),
+    Mutation(
         name="websocket-idle-unbounded",
         guarantee="an upgraded connection that sends nothing does not keep its slot",
         path="trio_pty/server/liveness.py",
