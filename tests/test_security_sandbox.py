@@ -1,7 +1,7 @@
 """The sandbox hook and the bubblewrap reference, with real bwrap under real PTYs: the pid the
 manager holds is still the session leader, writes outside the workdir fail with EROFS, there
-is no network, the manager is invisible, Ctrl-C and job control work, and teardown through the
-PID namespace leaves nothing.
+is no network, no host Unix socket in /run, /var/run or /tmp/.X11-unix, the manager is
+invisible, Ctrl-C and job control work, and teardown through the PID namespace leaves nothing.
 """
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -360,3 +361,126 @@ kind = "bubblewrap"
     finally:
         server.stop()
     assert not (Path("/etc") / "trio-pty-probe").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 30, finding 4: host Unix sockets
+
+# Connects to each path given and says what happened, one line each.
+_CONNECT_PROBE = """
+import socket, sys
+for path in sys.argv[1:]:
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(path)
+        except OSError as exc:
+            print("unreachable", path, exc.strerror)
+        else:
+            print("reached", path)
+"""
+
+
+@contextmanager
+def _listener(path: Path) -> Iterator[Path]:
+    """A Unix socket listening at `path` (its directories made, and removed after, as far
+    as they did not exist)."""
+    made = [parent for parent in reversed(path.parents) if not parent.exists()]
+    for parent in made:
+        parent.mkdir()
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(path))
+        sock.listen()
+        yield path
+    finally:
+        sock.close()
+        path.unlink(missing_ok=True)
+        for parent in reversed(made):
+            parent.rmdir()
+
+
+def _socket_places(tag: str) -> list[Path]:
+    """Where host services listen, each as a path of its own for this test: /run and
+    /run/user/UID (the session D-Bus), /var/run (a link to /run here, maybe a directory
+    elsewhere) and /tmp/.X11-unix, where each is writable to us."""
+    places = [
+        Path("/run") / tag / "docker.sock",
+        Path("/run/user") / str(os.getuid()) / f"{tag}-bus",
+        Path("/var/run") / f"{tag}-agent.sock",
+        Path("/tmp/.X11-unix") / f"X{tag}",
+    ]
+    return [path for path in places if os.access(_existing_parent(path), os.W_OK)]
+
+
+def _existing_parent(path: Path) -> Path:
+    return next(parent for parent in path.parents if parent.exists())
+
+
+async def _reached(manager: Manager, paths: list[Path]) -> dict[str, str]:
+    args = ["-c", _CONNECT_PROBE, *map(str, paths)]
+    info = await manager.spawn(REAL_PYTHON, args, description="probe")
+    await wait_for_status(manager, info.id, "exited")
+    text = await wait_for_text(manager, info.id, str(paths[-1]))
+    found = {}
+    for line in text.splitlines():
+        verdict, _, rest = line.strip().partition(" ")
+        if verdict in ("reached", "unreachable"):
+            found[rest.split(" ")[0]] = verdict
+    return found
+
+
+async def test_host_sockets_in_run_and_x11_are_unreachable_inside(tmp_path: Path) -> None:
+    """A program in the sandbox connected to any host Unix socket on the read-only root
+    (the kernel checks the socket's permission, not the mount's): a desktop's session
+    D-Bus, the Docker socket, an agent's, the X server's. /run, /var/run and /tmp/.X11-unix
+    are empty inside now; the same listeners answer outside (the control)."""
+    tag = f"trio-pty-probe-{os.getpid()}"
+    places = _socket_places(tag)
+    if not places:
+        pytest.skip("no socket directory is writable here")
+    with ExitStack() as stack:
+        for path in places:
+            stack.enter_context(_listener(path))
+        with trio.fail_after(30):
+            control = await trio.run_process(
+                [REAL_PYTHON, "-c", _CONNECT_PROBE, *map(str, places)], capture_stdout=True
+            )
+        outside = control.stdout.decode()
+        assert outside.count("reached ") == len(places), outside
+        work = tmp_path / "work"
+        work.mkdir()
+        with trio.fail_after(30):
+            async with sandboxed(work) as manager:
+                found = await _reached(manager, places)
+                assert found == {str(path): "unreachable" for path in places}, found
+                # Opened on purpose: one bound back with extra_args is reachable again.
+            opened = str(places[0])
+            async with sandboxed(work, extra_args=["--bind", opened, opened]) as manager:
+                found = await _reached(manager, places)
+                assert found[opened] == "reached", found
+                assert list(found.values()).count("reached") == 1, found
+
+
+async def test_a_host_socket_elsewhere_on_the_root_is_hidden_by_a_tmpfs(tmp_path: Path) -> None:
+    """What stays reachable, as docs/security.md says: a socket file elsewhere on the
+    read-only host root (here under /var/tmp), until its directory is hidden with
+    `extra_args=["--tmpfs", DIR]`."""
+    directory = Path("/var/tmp") / f"trio-pty-probe-{os.getpid()}"
+    work = tmp_path / "work"
+    work.mkdir()
+    with _listener(directory / "agent.sock") as path, trio.fail_after(30):
+        async with sandboxed(work) as manager:
+            assert (await _reached(manager, [path]))[str(path)] == "reached"
+        async with sandboxed(work, extra_args=["--tmpfs", str(directory)]) as manager:
+            assert (await _reached(manager, [path]))[str(path)] == "unreachable"
+
+
+def test_resolv_conf_is_bound_back_only_with_the_network() -> None:
+    """Where /etc/resolv.conf is a link into /run (systemd-resolved), the tmpfs over /run
+    would break name resolution: it is bound back, read-only, when the network is on."""
+    args = BubblewrapSandbox(network=True).bwrap_args("/")
+    resolv = os.path.realpath("/etc/resolv.conf")
+    under_run = resolv.startswith(("/run/", "/var/run/"))
+    assert (resolv in args) == under_run
+    assert resolv not in BubblewrapSandbox().bwrap_args("/") or not under_run
+    assert args.index("/run") < args.index("--chdir")  # before the binds it must not hide

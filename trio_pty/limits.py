@@ -107,8 +107,9 @@ class Limits:
     max_connections: int = attrs.field(default=64, validator=_positive)
     # Connections whose request head is still arriving (or being answered), counted apart
     # from `max_connections` so that no unauthenticated peer holds an established slot: in
-    # all, and per peer address (an IPv6 peer by its /64). Past the first bound the oldest
-    # pending connection is dropped for the new one; past the second the peer is refused.
+    # all, and per peer address (an IPv6 peer by its /64). Past either bound a slow head (of
+    # that peer, for the second) is dropped for the new connection, which is refused only
+    # when none can be (server/http.py, `PendingHeads`).
     max_pending_connections: int = attrs.field(default=256, validator=_positive)
     max_pending_per_peer: int = attrs.field(default=64, validator=_positive)
     # The whole request head must arrive within this long of its first byte (a head trickled
@@ -116,3 +117,14 @@ class Limits:
     http_head_timeout: float = attrs.field(default=3.0, validator=_positive)
     attach_chunk_bytes: int = attrs.field(default=262_144, validator=_positive)
     max_send_queue_chars: int = attrs.field(default=1 << 20, validator=_positive)
+    # An upgraded (WebSocket) connection that sends nothing, not even the answer to the
+    # server's pings (sent after a third of this without a message), for this long is
+    # closed; so is one whose frame or fragmented message takes longer than
+    # `websocket_message_timeout` to arrive from its first byte (a frame trickled a byte a
+    # second). Both count only the time the server waits for the client
+    # (server/liveness.py).
+    websocket_idle_timeout: float = attrs.field(default=60.0, validator=_positive)
+    websocket_message_timeout: float = attrs.field(default=30.0, validator=_positive)
+    # Open connections one token may hold (besides `max_connections` in all), so that no
+    # token, a read-only one say, can take every slot.
+    max_connections_per_token: int = attrs.field(default=32, validator=_positive)

@@ -374,11 +374,46 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="unread-dropped-before-slow-heads",
         guarantee="a real client gets a pending slot before slow heads that have sent bytes",
         path="trio_pty/server/http.py",
-        old="droppable = next((scope for scope, entry in entries if entry.heard), None)",
-        new="droppable = None",
+        old="            lambda entry: entry.heard,\n",
+        new="",
         tests=(
             "tests/test_security_http.py::"
             "test_slow_heads_that_sent_bytes_are_dropped_before_an_unread_client",
+        ),
+    ),
+    Mutation(
+        name="peer-bound-refuses",
+        guarantee="slow heads cannot lock out the clients that share their address",
+        path="trio_pty/server/http.py",
+        old="""\
+            if not self._drop_one(now, peer):
+                return None""",
+        new="""\
+            return None""",
+        tests=(
+            "tests/test_security_http.py::"
+            "test_a_peer_at_its_bound_makes_room_from_its_own_heads_only",
+        ),
+    ),
+    Mutation(
+        name="websocket-no-keepalive",
+        guarantee="a quiet but live client keeps its connection past the idle timeout",
+        path="trio_pty/server/websocket.py",
+        old="                nursery.start_soon(self._keep_alive)\n",
+        new="",
+        tests=(
+            "tests/test_security_http.py::"
+            "test_a_quiet_live_client_stays_connected_past_the_idle_timeout",
+        ),
+    ),
+    Mutation(
+        name="websocket-idle-unbounded",
+        guarantee="an upgraded connection that sends nothing does not keep its slot",
+        path="trio_pty/server/liveness.py",
+        old="budget = self._message_timeout - self._message_waited if busy else self._idle_timeout",
+        new='budget = self._message_timeout - self._message_waited if busy else float("inf")',
+        tests=(
+            "tests/test_security_http.py::test_an_upgraded_connection_that_sends_nothing_is_closed",
         ),
     ),
     Mutation(

@@ -34,6 +34,7 @@ from trio_pty.console.common import (
     EXIT_USAGE,
     UsageError,
     client_options,
+    client_token,
     fail,
 )
 from trio_pty.console.verbs import VERBS, Verb
@@ -79,7 +80,7 @@ def prepare(args: argparse.Namespace, extra: Sequence[str]) -> None:
 async def run_client(args: argparse.Namespace) -> int:
     """Connect, run the verb, and turn what went wrong into a message and an exit status."""
     url = args.url or os.environ.get("TRIO_PTY_URL") or DEFAULT_URL
-    token = args.token or os.environ.get("TRIO_PTY_TOKEN") or None
+    token = client_token(args)
     verb = _ALL[args.command]
     try:
         async with connect(url, token) as client:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, Final
 
@@ -65,6 +66,20 @@ def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False), flush=True)
 
 
+def client_token(args: argparse.Namespace) -> str | None:
+    """The token to present: `--token` (with a warning on stderr: argv is readable by every
+    local user, in `ps` and /proc/PID/cmdline, for as long as the command runs), else
+    TRIO_PTY_TOKEN (the environment is readable by the same user only)."""
+    given: str | None = getattr(args, "token", None)
+    if given:
+        fail(
+            "warning: --token puts the token in this process's command line, which every "
+            "local user can read (ps, /proc/PID/cmdline): set TRIO_PTY_TOKEN instead"
+        )
+        return given
+    return os.environ.get("TRIO_PTY_TOKEN") or None
+
+
 def client_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     """--url, --token, --json: on the top parser and again on each verb (so they may come
     before or after it)."""
@@ -72,7 +87,11 @@ def client_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     parser.add_argument(
         "--url", default=default, help=f"server URL (env TRIO_PTY_URL, default {DEFAULT_URL})"
     )
-    parser.add_argument("--token", default=default, help="access token (env TRIO_PTY_TOKEN)")
+    parser.add_argument(
+        "--token",
+        default=default,
+        help="access token (prefer env TRIO_PTY_TOKEN: every local user can read argv)",
+    )
     parser.add_argument(
         "--json",
         action="store_true",

@@ -14,6 +14,16 @@ here (tests/test_security_sandbox.py):
   `/dev` and `/proc`, `--unshare-pid --unshare-ipc`, `--unshare-net` unless `network=True`,
   `--die-with-parent`, and `--cap-drop ALL` when we are root (bwrap keeps root's
   capabilities otherwise, and CAP_SYS_ADMIN could remount the root writable);
+- an empty tmpfs over `/run` (and `/var/run` when it is not a link to it) and
+  `/tmp/.X11-unix`: a read-only bind does not stop `connect()` on a Unix socket (the kernel
+  checks the socket file's permission, not the mount's), and these are where a desktop's
+  session D-Bus (`/run/user/UID/bus`), the Docker socket, ssh and gpg agents and the X
+  server listen; from inside, any of them is a full escape. `/etc/resolv.conf` is bound
+  back when it points into `/run` (systemd-resolved) and the network is on. What stays
+  reachable: a socket file elsewhere on the host root (under a home directory, say; hide
+  its directory with `extra_args=["--tmpfs", DIR]`), and with `network=True` the host's
+  abstract sockets (`@name`, per network namespace). To open one on purpose, bind it back:
+  `extra_args=["--bind", PATH, PATH]` (docs/security.md);
 - never `--new-session`: it calls setsid() inside, so the command loses the PTY as its
   controlling tty (no job control, Ctrl-C does nothing);
 - the workdir is bound from `/proc/self/cwd`, not from its path: the spawn starts the chain
@@ -52,6 +62,8 @@ _WAITER_IGNORES: Final = "INT QUIT HUP TERM"
 # them too), runs bwrap as its child and exits with its status. `exit` after it keeps dash
 # from exec'ing bwrap in its place (it does so for the last command of -c).
 _WAIT_SCRIPT: Final = f'trap \'\' {_WAITER_IGNORES}; "$@"; exit "$?"'
+# Where host services keep their sockets: each is replaced by an empty tmpfs inside.
+_SOCKET_DIRS: Final = ("/run", "/var/run", "/tmp/.X11-unix")
 
 
 class Sandbox(Protocol):
@@ -86,13 +98,16 @@ def _program(name: str, given: str | None) -> str:
 
 class BubblewrapSandbox:
     """Read-only root, writable workdir and `writable` paths, private /tmp, /dev and /proc,
-    own PID and IPC namespaces, no network unless `network=True` (see the module docstring
-    for why each part is there). `hidden` files cannot be opened inside (the host's
+    empty /run, /var/run and /tmp/.X11-unix (no host service's socket), own PID and IPC
+    namespaces, no network unless `network=True` (see the module docstring for why each
+    part is there). `hidden` files cannot be opened inside (the host's
     /dev/null is bound over each, after every other bind, and a bind carries no device
     access: opening it fails with EACCES): the server's token files, say. `extra_args` go to
-    bwrap before the command (for binds an operator needs). Raises RuntimeError at
-    construction when bwrap, sh or a GNU env with `--default-signal` is missing, so a
-    misconfigured server fails at start, not per spawn."""
+    bwrap after every other option, before the command: for binds an operator needs, such
+    as one host socket opened on purpose (`["--bind", "/run/user/1000/bus",
+    "/run/user/1000/bus"]`), or a directory of sockets hidden (`["--tmpfs", DIR]`). Raises
+    RuntimeError at construction when bwrap, sh or a GNU env with `--default-signal` is
+    missing, so a misconfigured server fails at start, not per spawn."""
 
     kills_all: bool = True
 
@@ -133,6 +148,7 @@ class BubblewrapSandbox:
         """The bwrap options for a command started in `cwd` that reads `readable`."""
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         args += ["--tmpfs", "/tmp"]  # before the binds: a workdir under /tmp stays visible
+        args += _socket_dir_mounts(self.network)
         for path in readable:
             args += ["--ro-bind", path, path]
         for path in self.writable:
@@ -164,3 +180,19 @@ class BubblewrapSandbox:
             f"BubblewrapSandbox(writable={list(self.writable)!r}, network={self.network!r}, "
             f"extra_args={list(self.extra_args)!r}, hidden={list(self.hidden)!r})"
         )
+
+
+def _socket_dir_mounts(network: bool) -> list[str]:
+    """The bwrap options that empty the host's socket directories (`_SOCKET_DIRS`): a tmpfs
+    over each real directory (a link to another one is covered by that one's, and bwrap
+    would mount through it), created when absent only under /tmp (the sandbox's own); with
+    the network on, /etc/resolv.conf bound back when it points into one of them."""
+    args: list[str] = []
+    for path in _SOCKET_DIRS:
+        if path.startswith("/tmp/") or (os.path.isdir(path) and not os.path.islink(path)):
+            args += ["--tmpfs", path]
+    resolv = os.path.realpath("/etc/resolv.conf")
+    inside = any(resolv.startswith(f"{path}/") for path in _SOCKET_DIRS)
+    if network and inside and os.path.isfile(resolv):
+        args += ["--ro-bind", resolv, resolv]
+    return args

@@ -24,9 +24,10 @@ to RFC 6455's HTTP/1.1, before the endpoint sees it.
 Slow heads (slowloris): a connection may idle `io_timeout` before its first byte, and then
 has `http_head_timeout` for the whole head, however it trickles in. Connections still being
 read or answered here are `PendingHeads`, bounded apart from the established connections
-(`max_pending_connections` in all, a slow head dropped for a new one past it;
-`max_pending_per_peer` per peer address, refused past it), so a peer that never completes a
-head holds no established slot and cannot crowd out the others.
+(`max_pending_connections` in all, `max_pending_per_peer` per peer address; past either a
+slow head is dropped for the new connection, which is refused only when none can be), so a
+peer that never completes a head holds no established slot and cannot crowd out the others,
+not even from the clients' own address (every local program is the peer 127.0.0.1).
 
 Every response is written by h11, so its framing (`Content-Length`, a HEAD's missing body)
 is never counted by hand. Static files only: the site is a fixed map from URL path to bytes
@@ -39,11 +40,15 @@ own (`page_csp`) on the HTML, `default-src 'none'` on everything else.
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
 import logging
+import sys
+import termios
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
+from functools import partial
 from typing import Final, Protocol
 
 import attrs
@@ -182,6 +187,8 @@ class ReplayStream(trio.abc.HalfCloseableStream):
         self._replay = replay
         self._held = held
         self._answered = trio.Event()
+        #: How many bytes of what this stream gives are the replayed head.
+        self.replayed_bytes = len(replay)
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         if self._replay:
@@ -309,20 +316,34 @@ def peer_key(address: str) -> str:
 class _Pending:
     peer: str | None
     since: float
+    # Whether the client has sent nothing yet (no byte waiting in the kernel either); None
+    # when that cannot be known (not a socket).
+    silent: Callable[[], bool] | None = None
     heard: bool = False  # its first read returned
 
 
 class PendingHeads:
     """The connections whose request head is being read or answered, each with the cancel
-    scope that drops it. At most `per_peer` from one peer key: a new one is refused past
-    that. At most `total` in all: a droppable one is dropped to make room for a new one,
-    and the new one is refused when none is. Droppable are, first, the connections whose
-    first read returned (`heard`) with the head still incomplete, oldest first; only when
-    there is none, those that arrived `droppable_after` seconds ago or more, unread. So
-    under a flood of slow heads a real client, whose head takes milliseconds, is never the
-    one dropped, even when it arrives amid a burst of new connections, or when a loaded
+    scope that drops it. At most `per_peer` from one peer key and `total` in all: past
+    either bound a droppable connection (of that peer, for its own bound) is dropped to make
+    room for the new one, and the new one is refused only when none is. Droppable are, in
+    this order, oldest first within each:
+
+    1. the connections whose first read returned (`heard`) with the head still incomplete;
+    2. those not read yet that sent nothing at all (no byte waiting in the kernel: a real
+       client sends its head right after connecting, a silent slow peer never does);
+    3. those not read yet that arrived `droppable_after` seconds ago or more.
+
+    So under a flood of slow heads a real client, whose head takes milliseconds, is never
+    the one dropped, even when it arrives amid a burst of new connections, or when a loaded
     server has not read it for longer than `droppable_after` while slow heads that arrived
-    after it have sent bytes (that one was dropped while `heard` meant only droppable)."""
+    after it have sent bytes (that one was dropped while `heard` meant only droppable).
+
+    The per-peer rule is the same as the total's, not a refusal: on the default loopback
+    deployment every client, and any program in any session, is the one peer 127.0.0.1, and
+    a refusal there let such a program holding `per_peer` trickling heads lock every client
+    out (issue 30, finding 1: 0 of 15 connects in 8 s). The second kind is what keeps a
+    burst of silent connections, each younger than `droppable_after`, from doing the same."""
 
     def __init__(self, *, total: int, per_peer: int, droppable_after: float) -> None:
         self._total = total
@@ -334,37 +355,49 @@ class PendingHeads:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def enter(self, peer: str | None, now: float) -> trio.CancelScope | None:
-        """The scope of a new connection from `peer` arriving at `now`, or None to refuse it."""
+    def enter(
+        self, peer: str | None, now: float, silent: Callable[[], bool] | None = None
+    ) -> trio.CancelScope | None:
+        """The scope of a new connection from `peer` arriving at `now`, or None to refuse
+        it. `silent` tells whether it has sent nothing yet, while it is not read."""
         if peer is not None and self._counts[peer] >= self._per_peer:
-            return None
-        if len(self._entries) >= self._total:
-            entries = self._entries.items()
-            droppable = next((scope for scope, entry in entries if entry.heard), None)
-            if droppable is None:
-                droppable = next(
-                    (
-                        scope
-                        for scope, entry in entries
-                        if now - entry.since >= self._droppable_after
-                    ),
-                    None,
-                )
-            if droppable is None:
+            if not self._drop_one(now, peer):
                 return None
-            self.leave(droppable)
-            droppable.cancel()
+        elif len(self._entries) >= self._total and not self._drop_one(now, None):
+            return None
         scope = trio.CancelScope()
-        self._entries[scope] = _Pending(peer, now)
+        self._entries[scope] = _Pending(peer, now, silent)
         if peer is not None:
             self._counts[peer] += 1
         return scope
+
+    def _drop_one(self, now: float, peer: str | None) -> bool:
+        """Drop the first droppable connection (of `peer` only, unless None); False when
+        there is none."""
+        entries = [
+            (scope, entry)
+            for scope, entry in self._entries.items()
+            if peer is None or entry.peer == peer
+        ]
+        kinds: list[Callable[[_Pending], bool]] = [
+            lambda entry: entry.heard,
+            lambda entry: entry.silent is not None and entry.silent(),
+            lambda entry: now - entry.since >= self._droppable_after,
+        ]
+        for droppable in kinds:
+            victim = next((scope for scope, entry in entries if droppable(entry)), None)
+            if victim is not None:
+                self.leave(victim)
+                victim.cancel()
+                return True
+        return False
 
     def heard(self, scope: trio.CancelScope) -> None:
         """The connection's first read returned."""
         entry = self._entries.get(scope)
         if entry is not None:
             entry.heard = True
+            entry.silent = None
 
     def leave(self, scope: trio.CancelScope) -> None:
         """The connection is answered, handed over or dropped (idempotent)."""
@@ -433,7 +466,9 @@ class HttpFront:
             scope = None
             if not self._stopping:
                 key = peer_key(peer[0]) if peer is not None else None
-                scope = self._pending.enter(key, trio.current_time())
+                sock = socket_stream(stream)
+                silent = partial(_nothing_waiting, sock) if sock is not None else None
+                scope = self._pending.enter(key, trio.current_time(), silent)
             if scope is None:
                 await self._refuse_busy(stream, peer)
                 return
@@ -596,6 +631,15 @@ def _endpoints(stream: trio.abc.Stream) -> tuple[str | None, tuple[str, int] | N
     except OSError:  # the peer may be gone already
         return None, None
     return str(local[0]), (str(remote[0]), int(remote[1]))
+
+
+def _nothing_waiting(stream: trio.SocketStream) -> bool:
+    """Whether no byte has arrived on the socket (FIONREAD: bytes in its receive queue)."""
+    try:
+        waiting = fcntl.ioctl(stream.socket.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    except OSError:  # closed meanwhile
+        return True
+    return int.from_bytes(waiting, sys.byteorder) == 0
 
 
 def _format_peer(peer: tuple[str, int] | None) -> str:

@@ -48,7 +48,15 @@ from trio_pty.rpc.handshake import (
 )
 from trio_pty.rpc.scope import FULL_ACCESS, TokenScope
 from trio_pty.rpc.tokens import ScopedToken
-from trio_pty.server.http import REFUSAL_KINDS, HttpFront, Site, Upgrade, header_value
+from trio_pty.server.http import (
+    REFUSAL_KINDS,
+    HttpFront,
+    ReplayStream,
+    Site,
+    Upgrade,
+    header_value,
+)
+from trio_pty.server.liveness import WatchedStream
 from trio_pty.server.websocket import CLOSE_GOING_AWAY, Connection
 from trio_pty.wire import (
     RECEIVE_BUFFER_BYTES,
@@ -370,8 +378,9 @@ class RpcServer:
     def admit(
         self, request: h11.Request, *, local_host: str | None, peer: str | None
     ) -> Rejection | Upgrade:
-        """Capacity first (503), then the handshake (Host, Origin, path, token). Accepted:
-        the connection's slot is taken now, before anything awaits."""
+        """Capacity first (503), then the handshake (Host, Origin, path, token), then the
+        token's own share of the slots (`max_connections_per_token`, 503). Accepted: the
+        connection's slot is taken now, before anything awaits."""
         if self._stopping or len(self._slots) >= self.limits.max_connections:
             log.warning("refusing a connection: %d connections open", len(self._slots))
             return Rejection(503, "too many connections (try later)", "busy")
@@ -390,6 +399,10 @@ class RpcServer:
         )
         if isinstance(decided, Rejection):
             return decided
+        held = sum(1 for slot in self._slots if slot.token_scope == decided)
+        if held >= self.limits.max_connections_per_token:
+            log.warning("refusing a connection: token %s holds %d connections", decided.name, held)
+            return Rejection(503, "too many connections for this token (try later)", "busy")
         slot = _Slot(peer if peer is not None else "a client", decided)
         self._slots.add(slot)
         return partial(self._serve_upgrade, slot)
@@ -420,6 +433,13 @@ class RpcServer:
     async def _serve_websocket(
         self, slot: _Slot, stream: trio.abc.Stream, ws_tasks: trio.Nursery
     ) -> None:
+        stream = WatchedStream(
+            stream,
+            idle_timeout=self.limits.websocket_idle_timeout,
+            message_timeout=self.limits.websocket_message_timeout,
+            skip=stream.replayed_bytes if isinstance(stream, ReplayStream) else 0,
+            peer=slot.peer,
+        )
         with trio.fail_after(self.limits.io_timeout):
             request = await wrap_server_stream(
                 ws_tasks,

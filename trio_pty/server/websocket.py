@@ -6,6 +6,10 @@ so TCP pushes back on the client); one sender task drains a bounded queue of out
 A client that does not read therefore only stalls its own connection: attachments are
 cursors into the session's ring and simply lag, exit notifications give up after
 `notification_timeout`, and nothing grows without bound. No JSON-RPC rule lives here.
+
+A third task pings the client after a third of `websocket_idle_timeout` without a message,
+one ping at a time: a live client answers by itself, so only a dead or hostile one stays
+silent long enough to be closed for it (server/liveness.py holds the stream to that bound).
 """
 
 from __future__ import annotations
@@ -90,6 +94,7 @@ class Connection:
         self._watchers: dict[Watch, trio.CancelScope] = {}
         self._scope = trio.CancelScope()
         self._nursery: trio.Nursery | None = None
+        self._last_heard = trio.current_time()  # a message or a pong; see _keep_alive
 
     @property
     def scope(self) -> TokenScope:
@@ -118,8 +123,25 @@ class Connection:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._send_loop)
+                nursery.start_soon(self._keep_alive)
                 await self._read_loop()
                 nursery.cancel_scope.cancel()
+
+    async def _keep_alive(self) -> None:
+        """Ping when nothing came from the client for a third of `websocket_idle_timeout`,
+        and wait for each pong before the next ping (so pings never pile up, and a send is
+        never cancelled half-written). Not while messages come: a client that closes right
+        after its last call then never meets a ping during its closing handshake (which
+        trio-websocket 0.12 cannot answer: its reader fails)."""
+        interval = self._limits.websocket_idle_timeout / 3
+        try:
+            while True:
+                await trio.sleep_until(self._last_heard + interval)
+                if trio.current_time() - self._last_heard >= interval:
+                    await self._ws.ping()
+                    self._last_heard = trio.current_time()
+        except ConnectionClosed:
+            pass
 
     async def _read_loop(self) -> None:
         limit = self._limits.max_message_bytes
@@ -128,6 +150,7 @@ class Connection:
                 frame = await self._ws.get_message()
             except ConnectionClosed:
                 return
+            self._last_heard = trio.current_time()
             # trio-websocket measures text frames in characters; the bound is in bytes.
             if (
                 isinstance(frame, str)
