@@ -169,7 +169,7 @@ async def test_a_round_at_the_end_of_the_grace_that_finds_nothing_alive_still_co
             return {} if found is None or found.key != entry.key else {child.pid: found}
 
         table = reap.ProcessTable(clock=trio.current_time)
-        tick = 0.064  # the longest interval between rounds (reap._LAST_TICK)
+        tick = 0.064  # the longest interval between rounds (schedule.LAST_TICK)
         now = trio.current_time()
         base = (now // tick + 6) * tick  # >= 0.32 s ahead: the ticks are 64 ms apart by then
         kill_at = base + 0.06
