@@ -55,7 +55,7 @@ from .policy.authorize import (
     open_workdir,
 )
 from .policy.environment import EnvAllowList, EnvMode, filtered_base, finish_environment
-from .posix import proc, reap, spawn
+from .posix import libc, proc, reap, spawn
 from .posix.sandbox import Sandbox
 from .session import Attachment, ExitCallback, Session
 from .shell import launch, pages
@@ -1490,6 +1490,7 @@ async def open_manager(
     `node_id` (a DNS label, docs/deploy.md) makes session ids `pty_<node_id>_<8 hex>`, so a
     client can tell which host holds a session.
     """
+    libc.require_spawn_support()  # every spawn would fail: refuse now, naming what is missing
     limits = limits or Limits()
     if node_id is not None:
         node_id = validate.node_id(node_id)
