@@ -439,7 +439,7 @@ async def test_the_keepers_teardown_hangs_up_then_terminates_then_kills_at_the_g
     """The crash path's sequence (the manager's schedule, driven by the keeper): a leader
     that dies on the hang-up goes at once, one with a SIGTERM handler runs it (no SIGKILL
     first), one that ignores both is killed at the grace, and two scans confirm the end."""
-    grace = 1.0
+    grace = 1.5
     scripts = {"hup": DIES_ON_HUP, "term": TERM_HANDLER, "stubborn": STUBBORN_LEADER}
     with trio.fail_after(20):
         async with _leaders(tmp_path, scripts) as started:
@@ -468,8 +468,8 @@ async def test_the_keepers_teardown_hangs_up_then_terminates_then_kills_at_the_g
     assert gone["hup"] < grace / 2, gone
     assert (tmp_path / "term" / "term-handled").read_text() == "bye\n"
     assert gone["term"] < grace / 2, gone
-    assert grace <= gone["stubborn"] < grace + 0.5, gone
-    assert took < grace + 1.0, took
+    assert grace <= gone["stubborn"] < grace + 1.0, gone
+    assert took < grace + 1.5, took
 
 
 class _FakeClock:
