@@ -474,7 +474,8 @@ async def test_the_keepers_teardown_hangs_up_then_terminates_then_kills_at_the_g
 
 class _FakeClock:
     """The keeper's clock and sleep, simulated: each reading moves time on by 20 µs, and a
-    sleep by exactly its length; `at_sleep` runs before a sleep ending at or after a time."""
+    sleep by exactly its length; `action` runs once, before the first sleep that ends at or
+    after `at`."""
 
     def __init__(self, at: float, action: Callable[[], None]) -> None:
         self.now = 0.0

@@ -439,10 +439,9 @@ class Teardown:
     def _findings(self, survivors: dict[int, ProcEntry] | None) -> schedule.Scan:
         """What the last scan showed, for the schedule: the leader we hold counts as alive
         until it is reaped; a pinned group of the session still busy keeps it going."""
-        running = self._leader_running()
         if survivors is None:
-            return schedule.Scan(-math.inf, -math.inf, alive=running, blind=True)
-        alive = bool(survivors) or running
+            return schedule.Scan(-math.inf, -math.inf, alive=self._leader_running(), blind=True)
+        alive = bool(survivors) or self._leader_running()  # (a waitpid: only when needed)
         busy = not alive and self._table.active(self._groups())
         return schedule.Scan(*self._scan_times, alive=alive, busy=busy)
 
