@@ -16,7 +16,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -25,7 +25,7 @@ import trio
 
 import trio_pty
 from trio_pty import Limits
-from trio_pty.posix import keeper, proc
+from trio_pty.posix import keeper, proc, schedule
 
 from . import leaks
 from .helpers import poll_until, site_dirs, unprivileged_prefix
@@ -390,6 +390,138 @@ async def test_the_keeper_is_unreadable_to_sessions_of_its_uid() -> None:
     # The control: the same probe reads the manager's process, which is dumpable here.
     assert (result["parent-environ"], result["parent-mem"]) == ("read", "read")
     assert (result["keeper-environ"], result["keeper-mem"]) == ("denied", "denied")
+
+
+# ------------------------------------------------------------------ the keeper's teardown itself
+
+# Leaders of the direct tests below: (how it reacts, shell script). Each is a session leader
+# the test starts itself (not a session of a manager) and names to `keeper.tear_down` in a
+# record, as a dead manager's keeper would be told.
+DIES_ON_HUP = "trap '' TERM; touch ready; exec sleep 1000"
+TERM_HANDLER = (
+    "trap '' HUP; trap 'echo bye > term-handled; exit 0' TERM; touch ready; "
+    "while :; do sleep 0.01; done"
+)
+STUBBORN_LEADER = "trap '' HUP TERM; touch ready; exec sleep 1000"
+
+
+@asynccontextmanager
+async def _leaders(
+    tmp_path: Path, scripts: dict[str, str]
+) -> AsyncIterator[dict[str, tuple[subprocess.Popen[bytes], keeper.Leader]]]:
+    """Start each script as the leader of its own session in its own directory, once its
+    traps are set, with the record the keeper would hold; end whatever is left by pid."""
+    started: dict[str, tuple[subprocess.Popen[bytes], keeper.Leader]] = {}
+    try:
+        for name, script in scripts.items():
+            workdir = tmp_path / name
+            workdir.mkdir()
+            process = subprocess.Popen(  # noqa: ASYNC220 - a leader, waited on at the end
+                ["sh", "-c", script], cwd=workdir, start_new_session=True
+            )
+            leader = keeper.leader_of(name, "o", process.pid)
+            assert leader is not None
+            started[name] = process, leader
+        for name in scripts:  # the traps are set (they outlive the exec that may follow)
+            ready = tmp_path / name / "ready"
+            await poll_until(ready.exists, timeout=5)
+        yield started
+    finally:
+        for process, _ in started.values():
+            if process.poll() is None:
+                process.kill()
+            process.wait(5)
+
+
+async def test_the_keepers_teardown_hangs_up_then_terminates_then_kills_at_the_grace(
+    tmp_path: Path,
+) -> None:
+    """The crash path's sequence (the manager's schedule, driven by the keeper): a leader
+    that dies on the hang-up goes at once, one with a SIGTERM handler runs it (no SIGKILL
+    first), one that ignores both is killed at the grace, and two scans confirm the end."""
+    grace = 1.5
+    scripts = {"hup": DIES_ON_HUP, "term": TERM_HANDLER, "stubborn": STUBBORN_LEADER}
+    with trio.fail_after(20):
+        async with _leaders(tmp_path, scripts) as started:
+            gone: dict[str, float] = {}
+            result: list[keeper.Outcome] = []
+
+            async def tear_down() -> None:
+                leaders = [leader for _, leader in started.values()]
+                outcome = await trio.to_thread.run_sync(
+                    lambda: keeper.tear_down(
+                        ["no-manager-of-this-test"], leaders, grace=grace, close_timeout=5.0
+                    )
+                )
+                result.append(outcome)
+
+            start = trio.current_time()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(tear_down)
+                while len(gone) < len(started):  # when each one ended (an outside view)
+                    for name, (process, _) in started.items():
+                        if name not in gone and process.poll() is not None:
+                            gone[name] = trio.current_time() - start
+                    await trio.sleep(0.005)
+            took = trio.current_time() - start
+    assert result[0].survivors == [] and result[0].processes >= 3
+    assert gone["hup"] < grace / 2, gone
+    assert (tmp_path / "term" / "term-handled").read_text() == "bye\n"
+    assert gone["term"] < grace / 2, gone
+    assert grace <= gone["stubborn"] < grace + 1.0, gone
+    assert took < grace + 1.5, took
+
+
+class _FakeClock:
+    """The keeper's clock and sleep, simulated: each reading moves time on by 20 µs, and a
+    sleep by exactly its length; `action` runs once, before the first sleep that ends at or
+    after `at`."""
+
+    def __init__(self, at: float, action: Callable[[], None]) -> None:
+        self.now = 0.0
+        self._at = at
+        self._action: Callable[[], None] | None = action
+
+    def clock(self) -> float:
+        self.now += 20e-6
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        if self.now + seconds >= self._at and self._action is not None:
+            action, self._action = self._action, None
+            action()
+        self.now += seconds
+
+
+async def test_the_keepers_grace_ends_at_kill_at_when_the_round_there_finds_nothing(
+    tmp_path: Path,
+) -> None:
+    """The manager's fix, on the crash path: the round planned at `kill_at` takes the newest
+    snapshot; when the one before it (at a 64 ms tick, 0.6 ms before `kill_at`) found the
+    last process gone, that round finds nothing alive and must still end the grace, or it
+    would be planned at `kill_at` again and again on the same snapshot until the deadline.
+    On a simulated clock (the real processes, the keeper's real scans)."""
+    tick = schedule.LAST_TICK
+    last_tick = (0.9 // tick + 1) * tick  # the first 64 ms tick after 0.9 s
+    kill_at = last_tick + 0.0006  # between the tick and the next millisecond
+    async with _leaders(tmp_path, {"stubborn": STUBBORN_LEADER}) as started:
+        process, leader = started["stubborn"]
+
+        def die() -> None:  # just before the tick's scan
+            process.kill()
+            process.wait(5)
+
+        fake = _FakeClock(last_tick, die)
+        outcome = keeper.tear_down(
+            ["no-manager-of-this-test"],
+            [leader],
+            grace=kill_at - 20e-6,  # counted from the clock's first reading
+            close_timeout=1.5,
+            clock=fake.clock,
+            sleep=fake.sleep,
+        )
+    assert outcome.survivors == [] and outcome.processes == 1
+    assert fake.now < kill_at + 0.01, fake.now - kill_at  # not at the deadline (1.5 s)
 
 
 # ------------------------------------------------------------------ the state directory

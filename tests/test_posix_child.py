@@ -3,6 +3,7 @@ real children: what the child gets, what it does not, and waiting for it."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ import trio
 
 import trio_pty
 from trio_pty import Limits, errors
-from trio_pty.posix import child, proc, spawn
+from trio_pty.posix import child, libc, proc, spawn
 
 from .helpers import wait_for_status, wait_for_text
 
@@ -142,3 +143,53 @@ def test_a_nul_in_a_string_is_refused_not_cut_short(tmp_path: Path, where: str) 
         pytest.raises(ValueError, match="embedded NUL"),
     ):
         child.start_leader(argv[0], argv, env, tty=slave, cwd_fd=cwd)
+
+
+# ------------------------------------------------------------------ the C library (posix/libc.py)
+
+
+@pytest.mark.parametrize("missing", ["posix_spawn", *libc.SPAWN_EXTENSIONS])
+def test_a_libc_without_the_posix_spawn_extensions_is_named(missing: str) -> None:
+    """On a C library without them (older glibc, musl) every spawn would fail: the check
+    names the missing function and what it takes. (A fake lookup: this machine has them.)"""
+    with pytest.raises(libc.MissingLibcFunction, match=f"no {missing}:.*glibc 2.34\\+"):
+        libc.require_spawn_support(has=lambda name: name != missing)
+    libc.require_spawn_support()  # the real C library has every one
+
+
+async def test_open_manager_refuses_at_once_without_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before anything starts (no keeper, no subreaper), not at the first spawn."""
+    monkeypatch.setattr(libc, "_has", lambda name: name != libc.SPAWN_EXTENSIONS[-1])
+    with pytest.raises(libc.MissingLibcFunction, match=libc.SPAWN_EXTENSIONS[-1]):
+        async with trio_pty.open_manager(FAST):
+            raise AssertionError("opened")
+
+
+def test_every_binding_is_typed_and_checks_errno(tmp_path: Path) -> None:
+    """Each function has its argument and result types declared (without `argtypes` a
+    pointer or a long is passed as a C int), and a failure is an OSError with the errno
+    the call set."""
+    bindings = [v for v in vars(libc).values() if hasattr(v, "argtypes") and hasattr(v, "errcheck")]
+    assert len(bindings) >= 15
+    for function in bindings:
+        assert function.argtypes is not None and function.restype is not None, function
+    with pytest.raises(OSError) as failed:
+        libc.prctl(-1)
+    assert failed.value.errno == errno.EINVAL
+    with pytest.raises(OSError) as failed:
+        libc.timerfd_create(-1, 0)
+    assert failed.value.errno == errno.EINVAL
+    missing = os.fsencode(tmp_path / "missing")
+    with pytest.raises(OSError) as failed:
+        libc.openat2(-1, missing, flags=os.O_RDONLY, resolve=0)
+    assert failed.value.errno in (errno.ENOENT, errno.ENOSYS, errno.EPERM)
+
+
+def test_no_module_but_libc_uses_ctypes() -> None:
+    package = Path(trio_pty.__file__).parent
+    users = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if "import ctypes" in path.read_text()
+    )
+    assert users == ["posix/libc.py"]

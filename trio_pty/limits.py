@@ -4,7 +4,7 @@ Every bound on what a client may ask for or make the service hold (sessions, siz
 connections, queues) is here: a bound that is not here could not be raised by an operator
 or checked by a reviewer. Some modules keep internal tuning constants next to the code they
 tune: read and write chunk sizes (`reader._READ_SIZE`), poll intervals and scan pacing
-(`reader._EIO_POLL`, `posix.reap._SCAN_DUTY`), how much of a refused HTTP client is drained
+(`reader._EIO_POLL`, `posix.schedule.SCAN_DUTY`), how much of a refused HTTP client is drained
 (`server.http`), how many problems one error message spells out (`wire.codec`). They limit no
 request and change how fast things go, not what is allowed, so they are not settings.
 """

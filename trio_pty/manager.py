@@ -52,7 +52,7 @@ from .output.screen import ScreenCache
 from .policy import validate
 from .policy.authorize import AllowAll, Authorizer, authorize_write
 from .policy.environment import EnvAllowList, EnvMode, filtered_base
-from .posix import proc, reap, spawn
+from .posix import libc, proc, reap, spawn
 from .posix.sandbox import Sandbox
 from .session import ExitCallback, Session
 from .spawning import ShellStart, Spawner, SpawnOptions, until_first_prompt, until_ready
@@ -1198,6 +1198,7 @@ async def open_manager(
     `node_id` (a DNS label, docs/deploy.md) makes session ids `pty_<node_id>_<8 hex>`, so a
     client can tell which host holds a session.
     """
+    libc.require_spawn_support()  # every spawn would fail: refuse now, naming what is missing
     limits = limits or Limits()
     if node_id is not None:
         node_id = validate.node_id(node_id)

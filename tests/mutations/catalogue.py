@@ -15,6 +15,7 @@ OWNERS = "tests/test_core_owners.py"
 KEEPER = "tests/test_keeper.py"
 FAULTS = "tests/test_faults.py"
 MODEL = "tests/test_model_stateful.py"
+KEEPER_SEQUENCE = "test_the_keepers_teardown_hangs_up_then_terminates_then_kills_at_the_grace"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # ------------------------------------------------------------------ the audit's five
@@ -129,22 +130,19 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="grace-left-open-when-nothing-alive",
         guarantee="a round at the end of the grace that finds nothing alive still ends it",
-        path="trio_pty/posix/reap.py",
-        old="""\
-        if self._phase == signal.SIGTERM and trio.current_time() >= self._kill_at:
-            self._phase, self._interval = signal.SIGKILL, _FIRST_TICK
-            self._killed = len(survivors)
-        if self._quiet_since is not None:
-            return  # nothing alive: this round only waits for the confirming scan""",
-        new="""\
-        if self._quiet_since is not None:
-            return  # nothing alive: this round only waits for the confirming scan
-        if self._phase == signal.SIGTERM and trio.current_time() >= self._kill_at:
-            self._phase, self._interval = signal.SIGKILL, _FIRST_TICK
-            self._killed = len(survivors)""",
+        path="trio_pty/posix/schedule.py",
+        old="escalated = self.phase == signal.SIGTERM and now >= self.kill_at\n",
+        new=(
+            "escalated = (\n"
+            "            self.phase == signal.SIGTERM\n"
+            "            and now >= self.kill_at\n"
+            "            and self._quiet_since is None\n"
+            "        )\n"
+        ),
         tests=(
             f"{TEARDOWN}::test_a_round_at_the_end_of_the_grace_that_finds_nothing_alive_still_confirms",
             f"{TEARDOWN}::test_a_close_after_an_exit_that_left_a_stubborn_orphan_takes_one_grace",
+            f"{KEEPER}::test_the_keepers_grace_ends_at_kill_at_when_the_round_there_finds_nothing",
         ),
         quick=True,
     ),
@@ -159,25 +157,28 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="no-hangup",
         guarantee="teardown starts with a hangup (SIGHUP to the leader and the tty's group)",
-        path="trio_pty/posix/reap.py",
+        path="trio_pty/posix/schedule.py",
         old="""\
-            self._leader.send_signal(signal.SIGHUP)
-            self._leader.send_signal(signal.SIGCONT)
-        for pgid in self._hang_up_groups():
-            signal_group(pgid, signal.SIGHUP)""",
+        self._hung_up = True
+        return True""",
         new="""\
-            self._leader.send_signal(signal.SIGCONT)""",
-        tests=(f"{TEARDOWN}::test_killing_interactive_bash_hangs_up_and_it_exits_at_once",),
+        self._hung_up = True
+        return False""",
+        tests=(
+            f"{TEARDOWN}::test_killing_interactive_bash_hangs_up_and_it_exits_at_once",
+            f"{KEEPER}::{KEEPER_SEQUENCE}",
+        ),
     ),
     Mutation(
         name="sigkill-without-grace",
         guarantee="SIGTERM first, SIGKILL only once terminate_grace has passed",
-        path="trio_pty/posix/reap.py",
-        old="if self._phase == signal.SIGTERM and trio.current_time() >= self._kill_at:",
-        new="if self._phase == signal.SIGTERM:",
+        path="trio_pty/posix/schedule.py",
+        old="escalated = self.phase == signal.SIGTERM and now >= self.kill_at\n",
+        new="escalated = self.phase == signal.SIGTERM\n",
         tests=(
             f"{SESSIONS}::test_output_printed_while_dying_is_kept",
             f"{TEARDOWN}::test_kill_of_a_term_ignoring_child_takes_about_the_grace",
+            f"{KEEPER}::{KEEPER_SEQUENCE}",
         ),
         quick=True,
     ),
@@ -217,12 +218,16 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     # ------------------------------------------------------------------ the crash keeper
     Mutation(
-        name="keeper-never-escalates",
-        guarantee="after a crash the keeper runs the same sequence, SIGKILL after the grace",
-        path="trio_pty/posix/keeper.py",
-        old="phase, interval = signal.SIGKILL, _FIRST_TICK",
-        new="phase, interval = signal.SIGTERM, _FIRST_TICK",
-        tests=(f"{KEEPER}::test_trio_pty_serve_killed_by_sigkill_leaves_nothing",),
+        name="never-escalates",
+        guarantee="SIGKILL once the grace has passed, in the manager and after a crash alike",
+        path="trio_pty/posix/schedule.py",
+        old="self.phase, self._interval = signal.SIGKILL, FIRST_TICK",
+        new="self.phase, self._interval = signal.SIGTERM, FIRST_TICK",
+        tests=(
+            f"{KEEPER}::test_trio_pty_serve_killed_by_sigkill_leaves_nothing",
+            f"{KEEPER}::{KEEPER_SEQUENCE}",
+            f"{TEARDOWN}::test_kill_of_a_term_ignoring_child_takes_about_the_grace",
+        ),
         quick=True,
     ),
     Mutation(

@@ -21,7 +21,6 @@ really is, so callers decide from the descriptor, not from the name they asked f
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import platform
@@ -29,26 +28,15 @@ import stat
 from collections import deque
 from typing import Final
 
+from . import libc
+
 __all__ = ["EscapesRoot", "open_beneath", "openat2_supported", "real_path"]
 
 _RESOLVE_NO_MAGICLINKS: Final = 0x02
 _RESOLVE_BENEATH: Final = 0x08
-# openat2 has the same number on every architecture that has it (the unified table, 5.6).
-_SYS_OPENAT2: Final = 437
 _MAX_SYMLINKS: Final = 40  # the kernel's own limit (ELOOP beyond)
 _DIRECTORY_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _STEP_FLAGS: Final = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.syscall.restype = ctypes.c_long
-
-
-class _OpenHow(ctypes.Structure):
-    _fields_ = [
-        ("flags", ctypes.c_uint64),
-        ("mode", ctypes.c_uint64),
-        ("resolve", ctypes.c_uint64),
-    ]
 
 
 class EscapesRoot(OSError):
@@ -59,32 +47,21 @@ class EscapesRoot(OSError):
 
 
 def _openat2(dir_fd: int, path: str) -> int:
-    how = _OpenHow(_DIRECTORY_FLAGS, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
-    encoded = os.fsencode(path)
-    if b"\0" in encoded:
-        raise ValueError("embedded null byte")
+    resolve = _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS
     while True:
-        fd = int(
-            _libc.syscall(
-                ctypes.c_long(_SYS_OPENAT2),
-                ctypes.c_int(dir_fd),
-                ctypes.c_char_p(encoded),
-                ctypes.byref(how),
-                ctypes.c_size_t(ctypes.sizeof(how)),
-            )
-        )
-        if fd >= 0:
-            return fd
-        code = ctypes.get_errno()
-        if code == errno.EINTR:
+        try:
+            return libc.openat2(dir_fd, os.fsencode(path), flags=_DIRECTORY_FLAGS, resolve=resolve)
+        except InterruptedError:
             continue
-        if code in (errno.EXDEV, errno.EAGAIN, errno.ELOOP):
-            # EAGAIN: a rename raced a `..` step and the kernel could not prove the lookup
-            # stayed inside. ELOOP: a magic link (/proc/self/cwd) or a real loop; the walk
-            # treats a magic link as the absolute link it reads as. Either way the caller
-            # opens the path as one that leaves the root (a real loop then fails there).
-            raise EscapesRoot(path)
-        raise OSError(code, os.strerror(code), path)
+        except OSError as exc:
+            if exc.errno in (errno.EXDEV, errno.EAGAIN, errno.ELOOP):
+                # EAGAIN: a rename raced a `..` step and the kernel could not prove the
+                # lookup stayed inside. ELOOP: a magic link (/proc/self/cwd) or a real loop;
+                # the walk treats a magic link as the absolute link it reads as. Either way
+                # the caller opens the path as one that leaves the root (a real loop then
+                # fails there).
+                raise EscapesRoot(path) from exc
+            raise OSError(exc.errno, exc.strerror, path) from exc
 
 
 def _probe_openat2() -> bool:

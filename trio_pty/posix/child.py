@@ -22,79 +22,25 @@ cost stays flat however much memory the process holds, and the parent resumes on
 has exec'd (an exec failure comes back as the call's error). The call blocks the event loop
 for that moment, ~0.1-0.3 ms, less than handing Popen to a worker thread cost.
 
-The functions come from the C library through ctypes: the standard library's
+The functions come from the C library (`posix/libc.py`): the standard library's
 `os.posix_spawn` has neither `fchdir` nor `closefrom` file actions. They need glibc 2.34
-(`posix_spawn_file_actions_addclosefrom_np`); without them `start_leader` raises
-OSError(ENOSYS), which the spawn reports as SpawnFailed.
+(`posix_spawn_file_actions_addclosefrom_np`): `open_manager` refuses to start without them
+(`libc.require_spawn_support`), and `start_leader` raises OSError(ENOSYS).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
 import os
 import signal
 from collections.abc import Mapping, Sequence
-from typing import Final
 
 import trio
 
-# <spawn.h> (glibc, Linux): the attribute flags.
-_SETSIGDEF: Final = 0x04
-_SETSIGMASK: Final = 0x08
-_SETSID: Final = 0x80
-# Larger than glibc's posix_spawn_file_actions_t (80 bytes) and posix_spawnattr_t (336) on
-# every architecture: the C functions initialize them in place. glibc's sigset_t is 1024 bits.
-_STRUCT_BYTES: Final = 1024
-_SIGSET_BYTES: Final = 128
+from . import libc
 
-
-def _bind() -> ctypes.CDLL | None:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        functions = (
-            libc.posix_spawn,
-            libc.posix_spawn_file_actions_addclosefrom_np,
-            libc.posix_spawn_file_actions_addfchdir_np,
-        )
-    except (OSError, AttributeError):
-        return None
-    pointer, string, number = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
-    libc.posix_spawn.argtypes = [pointer, string, pointer, pointer, pointer, pointer]
-    libc.posix_spawn_file_actions_addopen.argtypes = [pointer, number, string, number, number]
-    libc.posix_spawn_file_actions_adddup2.argtypes = [pointer, number, number]
-    libc.posix_spawn_file_actions_addfchdir_np.argtypes = [pointer, number]
-    libc.posix_spawn_file_actions_addclosefrom_np.argtypes = [pointer, number]
-    libc.posix_spawnattr_setflags.argtypes = [pointer, ctypes.c_short]
-    for function in functions:
-        function.restype = number
-    return libc
-
-
-_libc = _bind()
-
-
-def _attributes(libc: ctypes.CDLL) -> ctypes.Array[ctypes.c_char]:
-    """The same for every child (read-only to posix_spawn): made once."""
-    attributes = ctypes.create_string_buffer(_STRUCT_BYTES)
-    # Every bit set, not sigfillset(): that leaves out glibc's two internal signals (32 and
-    # 33), which the child would then set to *ignored*, and an ignored signal survives exec.
-    every = ctypes.create_string_buffer(b"\xff" * _SIGSET_BYTES, _SIGSET_BYTES)
-    none = ctypes.create_string_buffer(_SIGSET_BYTES)
-    _check(libc.posix_spawnattr_init(attributes))
-    _check(libc.posix_spawnattr_setsigdefault(attributes, every))
-    _check(libc.posix_spawnattr_setsigmask(attributes, none))
-    _check(libc.posix_spawnattr_setflags(attributes, _SETSID | _SETSIGDEF | _SETSIGMASK))
-    return attributes
-
-
-def _check(result: int) -> None:
-    if result != 0:
-        raise OSError(result, os.strerror(result))
-
-
-_ATTRIBUTES = _attributes(_libc) if _libc is not None else None
+_ATTRIBUTES: libc.SpawnAttributes | None = None
+"""The same for every child (read-only to posix_spawn): made at the first start."""
 
 
 def start_leader(
@@ -103,42 +49,28 @@ def start_leader(
     """Run `executable` (a path; relative ones count from the workdir) with `argv` and
     exactly `env`, as the leader of a new session whose controlling tty is the slave `tty`,
     in the directory `cwd_fd`. Raises OSError with the reason the exec failed."""
-    if _libc is None or _ATTRIBUTES is None:
-        raise OSError(errno.ENOSYS, "posix_spawn with fchdir and closefrom (glibc >= 2.34)")
-    actions = ctypes.create_string_buffer(_STRUCT_BYTES)
-    _check(_libc.posix_spawn_file_actions_init(actions))
-    try:
-        slave = f"/proc/self/fd/{tty}".encode()
-        _check(_libc.posix_spawn_file_actions_addopen(actions, 0, slave, os.O_RDWR, 0))
-        _check(_libc.posix_spawn_file_actions_adddup2(actions, 0, 1))
-        _check(_libc.posix_spawn_file_actions_adddup2(actions, 0, 2))
-        _check(_libc.posix_spawn_file_actions_addfchdir_np(actions, cwd_fd))
-        _check(_libc.posix_spawn_file_actions_addclosefrom_np(actions, 3))
-        args = _strings([os.fsencode(arg) for arg in argv])
-        environ = _strings([os.fsencode(k) + b"=" + os.fsencode(v) for k, v in env.items()])
-        pid = ctypes.c_int()
-        _check(
-            _libc.posix_spawn(
-                ctypes.byref(pid), os.fsencode(executable), actions, _ATTRIBUTES, args, environ
-            )
+    global _ATTRIBUTES
+    with libc.FileActions() as actions:
+        actions.open(0, f"/proc/self/fd/{tty}".encode(), os.O_RDWR)
+        actions.dup2(0, 1)
+        actions.dup2(0, 2)
+        actions.fchdir(cwd_fd)
+        actions.closefrom(3)
+        if _ATTRIBUTES is None:
+            _ATTRIBUTES = libc.SpawnAttributes()
+        pid = libc.posix_spawn(
+            os.fsencode(executable),
+            [os.fsencode(arg) for arg in argv],
+            [os.fsencode(k) + b"=" + os.fsencode(v) for k, v in env.items()],
+            actions,
+            _ATTRIBUTES,
         )
-    finally:
-        _libc.posix_spawn_file_actions_destroy(actions)
     try:
-        return Child(pid.value)
+        return Child(pid)
     except OSError:  # no descriptor for the pidfd: our unreaped child, so the pid is safe
-        os.kill(pid.value, signal.SIGKILL)
-        os.waitpid(pid.value, 0)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
         raise
-
-
-def _strings(items: list[bytes]) -> ctypes.Array[ctypes.c_char_p]:
-    """A NULL-terminated array of C strings. A NUL inside one would silently cut it short
-    (the manager refuses NUL in every text it is given; this keeps the promise here too)."""
-    for item in items:
-        if b"\0" in item:
-            raise ValueError(f"embedded NUL in {item[:40]!r}")
-    return (ctypes.c_char_p * (len(items) + 1))(*items, None)
 
 
 class Child:

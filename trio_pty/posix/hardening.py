@@ -26,20 +26,17 @@ profilers of the same uid (gdb, py-spy) can no longer attach without CAP_SYS_PTR
 
 from __future__ import annotations
 
-import ctypes
 from typing import Final
+
+from . import libc
 
 _PR_GET_DUMPABLE: Final = 3
 _PR_SET_DUMPABLE: Final = 4
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def is_dumpable() -> bool:
     """Whether this process is dumpable (its children of the same uid can read its /proc)."""
-    state = int(_libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0))
-    if state < 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_GET_DUMPABLE) failed")
-    return state != 0
+    return libc.prctl(_PR_GET_DUMPABLE) != 0
 
 
 def harden_process() -> None:
@@ -48,7 +45,6 @@ def harden_process() -> None:
     cover). Call it once, early, before the first child starts: a descriptor a child opened
     on our /proc files before the call stays usable. Idempotent; raises OSError if the flag
     cannot be set or does not hold."""
-    if _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+    libc.prctl(_PR_SET_DUMPABLE, 0)
     if is_dumpable():
         raise OSError("prctl(PR_SET_DUMPABLE, 0) did not take effect")

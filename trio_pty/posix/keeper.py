@@ -42,11 +42,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final, NamedTuple
 
-from . import hardening, proc
+from . import hardening, proc, schedule
 
-_FIRST_TICK: Final = 0.001
-_LAST_TICK: Final = 0.064
-_SCAN_DUTY: Final = 2  # after a scan, wait twice its cost before the next one
 _MANAGER_FILE: Final = "manager.json"
 _SESSION_SUFFIX: Final = ".session.json"
 
@@ -117,53 +114,75 @@ def tear_down(
 ) -> Outcome:
     """Hang up, SIGTERM (+SIGCONT), wait `grace`, SIGKILL, until nothing of these managers
     is alive in two scans (the second listed after the first finished), or `close_timeout`
-    has passed: the manager's own sequence, run by an outsider (nothing is our child)."""
+    has passed: the manager's own `schedule.Schedule`, driven by an outsider (nothing is our
+    child), with the same rounds: scan, confirm, signal, wait."""
     start = clock()
-    kill_at, deadline = start + grace, start + close_timeout
-    finder = _Finder(frozenset(manager_ids), list(leaders))
-    cache: proc.TagCache = {}
-    phase = signal.SIGTERM
+    deadline = start + close_timeout
+    plan = schedule.Schedule(kill_at=start + grace)
+    scans = _Scans(_Finder(frozenset(manager_ids), list(leaders)), clock)
     signalled: dict[tuple[int, int], int] = {}
-    found: set[tuple[int, int]] = set()
-    quiet_since: float | None = None
-    interval, ready_again = _FIRST_TICK, -float("inf")
-    alive: dict[int, proc.ProcEntry] = {}
-    first = True
     while True:
-        now = clock()
-        if now < ready_again and phase == signal.SIGTERM:
-            sleep(ready_again - now)  # scans throttled by their own cost during the grace
-        taken = clock()
-        snapshot = proc.scan(cache)
-        done = clock()
-        ready_again = done + _SCAN_DUTY * (done - taken)
-        live = {e.key for e in snapshot.entries.values()}
-        for key in [key for key in cache if key not in live]:
-            del cache[key]  # in place: the snapshot reads and fills this very cache
-        alive = {p: e for p, e in finder.members(snapshot).items() if not e.dead}
-        found.update(e.key for e in alive.values())
-        if first:
-            first = False
-            finder.hang_up(snapshot)
-        if not alive:
-            if quiet_since is not None and taken >= quiet_since:
-                break
-            quiet_since = done if quiet_since is None else quiet_since
-            interval = _FIRST_TICK
-        else:
-            quiet_since = None
-            if phase == signal.SIGTERM and clock() >= kill_at:
-                phase, interval = signal.SIGKILL, _FIRST_TICK
-            _send(alive, phase, signalled)
+        alive = scans.alive(plan)
+        if plan.confirm(scans.findings(alive)):
+            break
+        orders = plan.signal(clock())
+        if orders.hang_up:
+            scans.hang_up()
+        if orders.signal is not None:
+            _send(alive, orders.signal, signalled)
         now = clock()
         if now >= deadline:
             break
-        wake = (now // interval + 1) * interval
-        if phase == signal.SIGTERM:
-            wake = min(wake, kill_at)
-        sleep(max(0.0, min(wake, deadline) - now))
-        interval = min(interval * 2, _LAST_TICK)
-    return Outcome(processes=len(found), survivors=sorted(alive) if quiet_since is None else [])
+        sleep(max(0.0, min(plan.wait(now), deadline) - now))
+    return Outcome(processes=len(scans.found), survivors=sorted(alive))
+
+
+class _Scans:
+    """The keeper's snapshots, taken as the schedule asks: a new one unless the last will do
+    (`schedule.snapshot_will_do`: the round at the end of the grace takes the newest there
+    is, and during the grace scans are spaced by their own cost)."""
+
+    def __init__(self, finder: _Finder, clock: Callable[[], float]) -> None:
+        self._finder = finder
+        self._clock = clock
+        self._cache: proc.TagCache = {}
+        self._ready = -float("inf")
+        self.snapshot: proc.Snapshot | None = None
+        self.found: set[tuple[int, int]] = set()
+        """Distinct processes seen alive."""
+
+    def alive(self, plan: schedule.Schedule) -> dict[int, proc.ProcEntry]:
+        """The living members in a snapshot fresh enough for this round."""
+        snapshot = self.snapshot
+        if snapshot is None or not schedule.snapshot_will_do(
+            snapshot.taken,
+            now=self._clock(),
+            not_before=plan.fresh_since,
+            throttle=plan.throttled,
+            ready=self._ready,
+        ):
+            snapshot = self.snapshot = self._scan()
+        alive = {p: e for p, e in self._finder.members(snapshot).items() if not e.dead}
+        self.found.update(e.key for e in alive.values())
+        return alive
+
+    def findings(self, alive: Mapping[int, proc.ProcEntry]) -> schedule.Scan:
+        assert self.snapshot is not None
+        return schedule.Scan(self.snapshot.taken, self.snapshot.done, alive=bool(alive))
+
+    def hang_up(self) -> None:
+        assert self.snapshot is not None
+        self._finder.hang_up(self.snapshot)
+
+    def _scan(self) -> proc.Snapshot:
+        taken = self._clock()
+        snapshot = proc.scan(self._cache)
+        snapshot.taken, snapshot.done = taken, self._clock()
+        self._ready = schedule.ready_again(snapshot.taken, snapshot.done)
+        live = {e.key for e in snapshot.entries.values()}
+        for key in [key for key in self._cache if key not in live]:
+            del self._cache[key]  # in place: the snapshot reads and fills this very cache
+        return snapshot
 
 
 class _Finder:

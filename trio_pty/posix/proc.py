@@ -10,13 +10,14 @@ pid is recycled within minutes on a busy machine, but a recycled pid has a later
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import signal
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from typing import Final, NamedTuple
+
+from . import libc
 
 TAG_SESSION: Final = "TRIO_PTY_SESSION"
 TAG_MANAGER: Final = "TRIO_PTY_MANAGER"
@@ -354,10 +355,6 @@ def set_child_subreaper(enabled: bool) -> bool:
     Orphans otherwise go to PID 1, which in containers reaps late (1.1-2 s measured) or never,
     and a process group is only gone when every member has been reaped.
     """
-    libc = ctypes.CDLL(None, use_errno=True)
-    previous = ctypes.c_int(0)
-    if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(previous), 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_GET_CHILD_SUBREAPER) failed")
-    if libc.prctl(_PR_SET_CHILD_SUBREAPER, int(enabled), 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
-    return bool(previous.value)
+    previous = libc.prctl_read_int(_PR_GET_CHILD_SUBREAPER)
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, int(enabled))
+    return bool(previous)

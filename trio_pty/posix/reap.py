@@ -26,6 +26,7 @@ from typing import Final
 import attrs
 import trio
 
+from . import schedule
 from .child import Child
 from .proc import (
     OUT_OF_RESOURCES,
@@ -39,7 +40,6 @@ from .proc import (
     signal_process,
 )
 
-_SCAN_DUTY: Final = 2  # after a scan, wait twice its cost before the next one
 _OWNER_MEMORY: Final = 1.0
 """How long (seconds) an id unused in every scan keeps its owner: a hopper's group can look
 unused to a scan that missed its one living process, while an id is reused only after the
@@ -106,8 +106,12 @@ class ProcessTable:
     def snapshot(self, *, not_before: float | None = None, throttle: bool = True) -> Snapshot:
         """A snapshot taken at or after `not_before`, or else (with `throttle`) the newest
         the throttle allows; without `not_before`, always a new one."""
-        fresh_enough = not_before is not None and (
-            self._taken >= not_before or (throttle and self._clock() < self._ready_again)
+        fresh_enough = not_before is not None and schedule.snapshot_will_do(
+            self._taken,
+            now=self._clock(),
+            not_before=not_before,
+            throttle=throttle,
+            ready=self._ready_again,
         )
         if self._snapshot is not None and fresh_enough:
             return self._snapshot
@@ -123,7 +127,7 @@ class ProcessTable:
         done = self._clock()
         snapshot.taken, snapshot.done = taken, done
         self._snapshot = snapshot
-        self._taken, self._ready_again = taken, done + _SCAN_DUTY * (done - taken)
+        self._taken, self._ready_again = taken, schedule.ready_again(taken, done)
         return snapshot
 
     def _learn_owners(self, snapshot: Snapshot) -> None:
@@ -279,26 +283,20 @@ class TeardownReport:
 
 Finder = Callable[[Snapshot], dict[int, ProcEntry]]
 
-_FIRST_TICK: Final = 0.001
-_LAST_TICK: Final = 0.064
 _FIRST_SCAN_MAX_AGE: Final = 0.05
-
-
-def _grid(interval: float) -> float:
-    return (trio.current_time() // interval + 1) * interval
+"""The first round takes any snapshot this recent: later rounds catch the rest."""
 
 
 class Teardown:
-    """The way out of one session (or of the manager's escapees), in named steps:
+    """The way out of one session (or of the manager's escapees): the manager's driver of
+    the teardown's `schedule.Schedule`, in its named steps.
 
     `hang_up` (SIGHUP to the leader and the tty's foreground group, as a terminal closing
     does: a shell then exits at once with its own status), then rounds of `scan` (the living
-    members, in a snapshot shared with every concurrent teardown), `signal` (SIGTERM and
-    SIGCONT, or SIGKILL once `kill_at` has passed), and `wait` (the next shared tick, or the
-    leader's exit), until `confirmed` (nothing alive, twice) or `deadline`.
-
-    The times are absolute so that teardowns asked for at the same moment (a manager
-    shutting down) send SIGKILL at the same moment, however long it took to start them all.
+    members, in a snapshot shared with every concurrent teardown), the schedule's confirm,
+    `signal` (what the schedule orders, to the survivors and the safe groups) and wait (the
+    next shared tick, or the leader's exit: `Rounds` runs the round once `wake_at` has
+    come), until the schedule confirms the end or `deadline` passes.
     """
 
     def __init__(
@@ -319,25 +317,19 @@ class Teardown:
         `Child`; `tags` the session's, under which its members' groups are remembered."""
         self._find = find
         self._table = table
-        self._kill_at = kill_at
+        self._schedule = schedule.Schedule(kill_at=kill_at)
         self._deadline = deadline
         self._leader = leader
         self._groups = groups
         self._hang_up_groups = hang_up
         self._tags = tags
-        self._phase = signal.SIGTERM
-        self._hung_up = False
         self._started = False
         self._seen: set[tuple[int, int]] = set()
         self._signalled: dict[tuple[int, int], int] = {}
         self._killed = 0
-        self._last_taken = self._last_done = -math.inf
-        self._quiet_since: float | None = None
-        self._interval = _FIRST_TICK
-        self.wake_at = math.inf
-        """When this teardown's next round is due (trio time)."""
-        self._fresh_since = -math.inf
         self._survivors: dict[int, ProcEntry] | None = {}
+        self._scan_times = -math.inf, -math.inf
+        """When the last snapshot's listing started and when it finished."""
         self._done = False
         self._error: Exception | None = None
         if leader is not None:
@@ -347,6 +339,11 @@ class Teardown:
     def started(self) -> bool:
         return self._started
 
+    @property
+    def wake_at(self) -> float:
+        """When this teardown's next round is due (trio time)."""
+        return self._schedule.wake_at
+
     async def run(self) -> TeardownReport:
         assert not self._started, "a Teardown runs once"
         self._started = True
@@ -355,11 +352,9 @@ class Teardown:
                 if self._leader is not None:
                     nursery.start_soon(self._watch_leader, self._leader)
                 self.hang_up()
-                # Any scan from the last moments will do to start: later rounds catch the rest.
-                self._survivors = self.scan(trio.current_time() - _FIRST_SCAN_MAX_AGE)
-                if not self.confirmed(self._survivors):
-                    self.signal(self._survivors or {})
-                    self._schedule()
+                self._schedule.fresh_since = trio.current_time() - _FIRST_SCAN_MAX_AGE
+                self._done = self._round()
+                if not self._done:
                     await self._table.rounds.until_done(self)
                 nursery.cancel_scope.cancel()
         if self._error is not None:
@@ -381,16 +376,11 @@ class Teardown:
         )
 
     def step(self) -> None:
-        """One round, run by `Rounds` once `wake_at` has come: scan, then confirmed, or
-        signal and schedule the next round. A failure ends this teardown only (`run`
-        raises it in the session's own task), never the one that happens to drive."""
+        """One round, run by `Rounds` once `wake_at` has come. A failure ends this teardown
+        only (`run` raises it in the session's own task), never the one that happens to
+        drive."""
         try:
-            self._survivors = self.scan(self._fresh_since)
-            if self.confirmed(self._survivors):
-                self._done = True
-                return
-            self.signal(self._survivors or {})
-            self._schedule()
+            self._done = self._round()
         except Exception as exc:
             self._error, self._done = exc, True
 
@@ -398,14 +388,27 @@ class Teardown:
     def done(self) -> bool:
         return self._done
 
+    def _round(self) -> bool:
+        """Scan, confirm, signal, plan the wait; True once the end is confirmed."""
+        plan = self._schedule
+        self._survivors = survivors = self.scan(plan.fresh_since)
+        if plan.confirm(self._findings(survivors)):
+            return True
+        orders = plan.signal(trio.current_time())
+        if orders.escalated:
+            self._killed = len(survivors or {})
+        if orders.signal is not None:
+            self.signal(survivors or {}, orders.signal)
+        plan.wait(trio.current_time())
+        return False
+
     def hang_up(self) -> None:
         """SIGHUP (and SIGCONT) to the leader and SIGHUP to the groups given for it, then
         SIGTERM and SIGCONT to the safe groups at once, before the first scan: with
         hundreds of sessions stopping together, a flooding program otherwise keeps a core
         busy until its teardown gets round to it. Once; `run` does it if nobody did."""
-        if self._hung_up:
+        if not self._schedule.hang_up():
             return
-        self._hung_up = True
         if self._leader_running():
             assert self._leader is not None
             self._leader.send_signal(signal.SIGHUP)
@@ -419,10 +422,10 @@ class Teardown:
     def scan(self, not_before: float) -> dict[int, ProcEntry] | None:
         """The living members in a snapshot taken since `not_before`; None when /proc
         cannot be read (out of descriptors): then only the groups can be signalled."""
-        # Once SIGKILL is out, every round must see a new scan (deaths are quick).
-        throttle = self._phase == signal.SIGTERM
         try:
-            snapshot = self._table.snapshot(not_before=not_before, throttle=throttle)
+            snapshot = self._table.snapshot(
+                not_before=not_before, throttle=self._schedule.throttled
+            )
             members = self._find(snapshot)
         except OSError as exc:
             if exc.errno not in OUT_OF_RESOURCES:
@@ -434,47 +437,22 @@ class Teardown:
         self._table.note_members(others, self._tags)
         self._seen.update(e.key for e in others)
         self._table.reap_orphans(snapshot)
-        self._last_taken, self._last_done = snapshot.taken, snapshot.done
+        self._scan_times = snapshot.taken, snapshot.done
         return {pid: e for pid, e in members.items() if not e.dead}
 
-    def confirmed(self, survivors: dict[int, ProcEntry] | None) -> bool:
-        """Nothing alive, in two scans. One snapshot is not atomic: a child forked just
-        before its parent died can be missing from a listing read before the fork, while
-        the parent's death shows in a stat line read later. So it takes a second scan whose
-        listing started after the first had finished (at a later tick, shared with every
-        teardown waiting at that tick). Or: blind, with SIGKILL sent and the leader reaped
-        (waiting would not show us more)."""
-        nothing_alive = survivors == {} and not self._leader_running()
-        if nothing_alive:
-            self._interval = _FIRST_TICK  # the end is near (or a pinned group is busy): look soon
-        quiet = nothing_alive and not self._table.active(self._groups())
-        if not quiet:
-            self._quiet_since = None
-            return (
-                survivors is None and self._phase == signal.SIGKILL and not self._leader_running()
-            )
-        if self._quiet_since is not None and self._last_taken >= self._quiet_since:
-            return True
-        if self._quiet_since is None:
-            self._quiet_since = self._last_done
-        return False
+    def _findings(self, survivors: dict[int, ProcEntry] | None) -> schedule.Scan:
+        """What the last scan showed, for the schedule: the leader we hold counts as alive
+        until it is reaped; a pinned group of the session still busy keeps it going."""
+        if survivors is None:
+            return schedule.Scan(-math.inf, -math.inf, alive=self._leader_running(), blind=True)
+        alive = bool(survivors) or self._leader_running()  # (a waitpid: only when needed)
+        busy = not alive and self._table.active(self._groups())
+        return schedule.Scan(*self._scan_times, alive=alive, busy=busy)
 
-    def signal(self, survivors: dict[int, ProcEntry]) -> None:
-        """SIGTERM and SIGCONT to the survivors and the safe groups; after `kill_at`,
-        SIGKILL (and to anything new in later rounds). A process a group signal reaches
-        gets no signal of its own (one syscall for the whole group).
-
-        The grace ends at `kill_at` whatever the round found, even nothing alive: only a
-        round in the SIGTERM phase is planned at `kill_at` on the newest snapshot there is
-        (see `_schedule`), so a grace left open after it would plan the same round again,
-        at a time already past, on that same snapshot, and the confirming scan (one newer
-        than the snapshot that found nothing) would never come."""
-        if self._phase == signal.SIGTERM and trio.current_time() >= self._kill_at:
-            self._phase, self._interval = signal.SIGKILL, _FIRST_TICK
-            self._killed = len(survivors)
-        if self._quiet_since is not None:
-            return  # nothing alive: this round only waits for the confirming scan
-        sig = self._phase
+    def signal(self, survivors: dict[int, ProcEntry], sig: int) -> None:
+        """`sig` to the survivors and the safe groups (with SIGCONT after SIGTERM), and to
+        anything new in later rounds. A process a group signal reaches gets no signal of its
+        own (one syscall for the whole group)."""
         reached = set(self._groups())
         for pgid in reached:
             signal_group(pgid, sig)
@@ -488,39 +466,14 @@ class Teardown:
             if sig == signal.SIGTERM:
                 signal_process(entry, signal.SIGCONT)
 
-    def _schedule(self) -> None:
-        """When the next round is due: the next multiple of the interval in trio time
-        (doubling up to _LAST_TICK), or `kill_at` while it is ahead; and how fresh its
-        snapshot must be. Ticks are shared by every teardown, so those due together share
-        one scan."""
-        interval = self._interval
-        self._interval = min(interval * 2, _LAST_TICK)
-        tick = _grid(interval)
-        if self._phase == signal.SIGTERM and self._kill_at < tick:
-            # The grace ends first. The SIGKILL round goes out on the newest snapshot there
-            # is: the groups reach what was forked since, and every round after it scans
-            # anew and SIGKILLs whatever it finds. Asking for a scan newer than now put a
-            # scan of every process (10-35 ms at N = 1,024) in the middle of the pass.
-            # That round ends the grace even if it finds nothing alive (see `signal`), so
-            # a round planned here is never planned here again.
-            self.wake_at, self._fresh_since = self._kill_at, -math.inf
-        else:
-            self.wake_at = self._fresh_since = tick
-
-    def _look_soon(self) -> None:
-        """The leader exited: look again at the next millisecond tick rather than at once,
-        so that teardowns whose leaders exit together share the scan."""
-        tick = _grid(_FIRST_TICK)
-        if tick < self.wake_at:
-            self.wake_at = self._fresh_since = tick
-            self._table.rounds.poke()
-
     def _leader_running(self) -> bool:
         return self._leader is not None and self._leader.returncode is None
 
     async def _watch_leader(self, process: Child) -> None:
+        """The leader exited: look again soon (see `Schedule.look_soon`)."""
         await process.wait()
-        self._look_soon()
+        if self._schedule.look_soon(trio.current_time()):
+            self._table.rounds.poke()
 
 
 class Rounds:

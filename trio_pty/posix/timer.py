@@ -5,28 +5,20 @@ trio.sleep costs about 100 µs of CPU on the 2-core machine (a cancel scope, a d
 Cancelled raised through five frames and caught: ~140 Python calls), ten times a wake-up on a
 readable fd. A reader that pauses ~100 times per MB of a flood would spend most of its CPU
 there; waiting for a timerfd to become readable costs what any wake-up costs. Python has
-`os.timerfd_create` only from 3.13, hence ctypes.
+`os.timerfd_create` only from 3.13, hence ctypes (`posix/libc.py`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 from typing import Final
 
-_libc = ctypes.CDLL(None, use_errno=True)
+from . import libc
+
 _CLOCK_MONOTONIC: Final = 1
 _TFD_NONBLOCK: Final = os.O_NONBLOCK
 _TFD_CLOEXEC: Final = os.O_CLOEXEC
-
-
-class _Timespec(ctypes.Structure):
-    _fields_ = (("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long))
-
-
-class _Itimerspec(ctypes.Structure):
-    _fields_ = (("it_interval", _Timespec), ("it_value", _Timespec))
 
 
 class OneShot:
@@ -37,19 +29,11 @@ class OneShot:
     __slots__ = ("_spec", "fd")
 
     def __init__(self, seconds: float) -> None:
-        fd = _libc.timerfd_create(_CLOCK_MONOTONIC, _TFD_NONBLOCK | _TFD_CLOEXEC)
-        if fd < 0:
-            code = ctypes.get_errno()
-            raise OSError(code, os.strerror(code))
-        self.fd: int = fd
-        whole = int(seconds)
-        value = _Timespec(whole, max(int((seconds - whole) * 1e9), 1))  # 0 would disarm
-        self._spec = _Itimerspec(_Timespec(0, 0), value)
+        self.fd: int = libc.timerfd_create(_CLOCK_MONOTONIC, _TFD_NONBLOCK | _TFD_CLOEXEC)
+        self._spec = libc.one_shot(seconds)
 
     def arm(self) -> None:
-        if _libc.timerfd_settime(self.fd, 0, ctypes.byref(self._spec), None) < 0:
-            code = ctypes.get_errno()
-            raise OSError(code, os.strerror(code))
+        libc.timerfd_settime(self.fd, self._spec)
 
     def clear(self) -> None:
         with contextlib.suppress(BlockingIOError):
