@@ -23,8 +23,11 @@ import pytest
 import trio
 from trio_websocket import WebSocketConnection, wrap_client_stream
 
+import trio_pty
 from tests import leaks
 from tests.helpers import alive
+from trio_pty import Limits
+from trio_pty.server.server import RpcServer, ServerOptions, open_server
 
 # Small bounds keep the e2e tests quick; see docs/protocol.md for the format.
 TEST_CONFIG = """
@@ -202,6 +205,29 @@ def owner_for(request: pytest.FixtureRequest) -> str:
 
 def alive_any(pids: Sequence[int]) -> list[int]:
     return [pid for pid in pids if alive(pid)]
+
+
+# --------------------------------------------------------------------------------------------
+# An in-process server
+
+
+@asynccontextmanager
+async def serving(limits: Limits, token: str, **options: Any) -> AsyncIterator[RpcServer]:
+    """A manager with `limits` and a server for it on a free loopback port; `options` are
+    more `ServerOptions` (they may override the port too)."""
+    async with (
+        trio_pty.open_manager(limits) as manager,
+        open_server(manager, ServerOptions(**{"token": token, "port": 0, **options})) as server,
+    ):
+        yield server
+
+
+async def requests_parked(server: RpcServer, count: int) -> None:
+    """Wait until the server holds `count` requests between reading them and answering, and
+    every task is blocked: the calls are parked in their waits, not about to start them."""
+    while server.info().counts.requests_in_flight < count:  # noqa: ASYNC110 - no event for it
+        await trio.sleep(0.01)
+    await trio.testing.wait_all_tasks_blocked()
 
 
 # --------------------------------------------------------------------------------------------
