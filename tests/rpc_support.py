@@ -27,7 +27,9 @@ import trio_pty
 from tests import leaks
 from tests.helpers import alive
 from trio_pty import Limits
+from trio_pty.client.client import TrioPtyClient
 from trio_pty.server.server import RpcServer, ServerOptions, open_server
+from trio_pty.wire import ServerInfoParams
 
 # Small bounds keep the e2e tests quick; see docs/protocol.md for the format.
 TEST_CONFIG = """
@@ -228,6 +230,15 @@ async def requests_parked(server: RpcServer, count: int) -> None:
     while server.info().counts.requests_in_flight < count:  # noqa: ASYNC110 - no event for it
         await trio.sleep(0.01)
     await trio.testing.wait_all_tasks_blocked()
+
+
+async def requests_held(client: TrioPtyClient, count: int) -> None:
+    """Wait until the server holds `count` requests between reading and answering them,
+    besides the `server.info` that asks (the server's own count, from the moment it reads a
+    request: one that waits has begun its wait before a request sent after this is read)."""
+    info = ServerInfoParams()
+    while (await client.request(info)).counts.requests_in_flight < count + 1:  # noqa: ASYNC110
+        await trio.sleep(0.01)
 
 
 # --------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import trio_pty
 from trio_pty import Limits, errors
 from trio_pty.model import ExitEvent
 
+from . import leaks
 from .helpers import (
     alive,
     numbers_in,
@@ -224,7 +225,9 @@ async def test_exit_events_exactly_once_and_only_when_asked() -> None:
             await wait_for_status(manager, quiet.id, "exited")
             await manager.kill(killed.id)
             await poll_until(lambda: len(events) >= 1)
-            await trio.sleep(0.2)
+            # Every session has ended (the kill returned once nothing of it remained): a
+            # second event, or one for another session, would be on its way in a task now.
+            await trio.testing.wait_all_tasks_blocked()
         assert len(events) == 1
         event = events[0]
         assert event.id == loud.id and event.exit_code == 4 and event.type == "pty.exited"
@@ -449,9 +452,15 @@ async def test_an_idle_manager_does_not_scan_proc() -> None:
     with trio.fail_after(10):
         async with trio_pty.open_manager(Limits(orphan_reap_interval=0.02)) as manager:
             info = await manager.spawn("sleep", ["100"], description="idle")
-            await trio.sleep(0.1)  # the spawn's own children gone and reaped
+            # The spawn's own children are gone and reaped, and the keeper has started:
+            # every child of ours sleeps (a zombie would make the next tick scan).
+            me = os.getpid()
+            await poll_until(
+                lambda: {view.state for view in leaks.descendants([me]).values()} == {"S"}
+            )
+            await trio.testing.wait_all_tasks_blocked()
             before = _read_calls()
-            await trio.sleep(0.4)
+            await trio.sleep(0.4)  # the window: 20 ticks of the orphan reaper
             reads = _read_calls() - before
             await manager.kill(info.id, cleanup=True)
     assert reads < 20, reads

@@ -466,9 +466,12 @@ async def test_attach_resumes_from_an_offset_after_reconnect(
                         break
                 cursor = attachment.cursor
         assert cursor == len(first_part)
-        await trio.sleep(0.2)  # output goes on while nobody is attached
 
         async with connect(live.url, live.token) as client:
+            # Output goes on while nobody is attached.
+            listed = ListParams(owner=owner)
+            while (await client.request(listed)).sessions[0].byte_count <= cursor:  # noqa: ASYNC110
+                await trio.sleep(0.01)
             second_part = b""
             async with client.attach(
                 AttachParams(id=info.id, owner=owner, offset=cursor)
@@ -514,7 +517,10 @@ async def test_exit_notification_goes_to_spawner_and_attached_once(
                 assert attachment.exit_event.exit_code == 3
             event = await spawner.next_notification(EXITED)
             assert event.id == info.id and event.exit_code == 3
-            await trio.sleep(0.3)  # nothing more arrives
+            # Nothing more arrives: a notification for this exit would have been queued
+            # before the answer to a request sent now (one send queue per connection).
+            for client in (spawner, watcher, bystander):
+                await client.request(ServerInfoParams())
 
             def exits(client: Any) -> int:
                 return sum(m.method == "pty.exited" for m in client._notifications)
