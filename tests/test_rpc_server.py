@@ -269,9 +269,16 @@ async def test_a_stalled_clients_send_queue_is_bounded_in_characters() -> None:
                 while highest < budget - frame:
                     await trio.sleep(0.01)
                     highest = max(highest, connection.queued_chars)
-                for _ in range(50):  # and stays there while the flood goes on
+
+                # And stays there while the flood goes on: four budgets' worth of output
+                # more (nothing leaves the queue, so its size now is its highest).
+                def output() -> int:
+                    return server.manager.get(info.id, owner="o").byte_count
+
+                more = output() + 4 * budget
+                while output() < more:  # noqa: ASYNC110 - the session's count
                     await trio.sleep(0.01)
-                    highest = max(highest, connection.queued_chars)
+                highest = max(highest, connection.queued_chars)
                 assert highest <= budget
                 assert server.info().counts.queued_chars == connection.queued_chars
             await server.manager.kill(info.id, owner="o")
