@@ -214,11 +214,14 @@ def alive_any(pids: Sequence[int]) -> list[int]:
 
 
 @asynccontextmanager
-async def serving(limits: Limits, token: str, **options: Any) -> AsyncIterator[RpcServer]:
-    """A manager with `limits` and a server for it on a free loopback port; `options` are
-    more `ServerOptions` (they may override the port too)."""
+async def serving(
+    limits: Limits, token: str, *, manager_options: dict[str, Any] | None = None, **options: Any
+) -> AsyncIterator[RpcServer]:
+    """A manager with `limits` (and `manager_options`, more `open_manager` arguments) and a
+    server for it on a free loopback port; `options` are more `ServerOptions` (they may
+    override the port too)."""
     async with (
-        trio_pty.open_manager(limits) as manager,
+        trio_pty.open_manager(limits, **(manager_options or {})) as manager,
         open_server(manager, ServerOptions(**{"token": token, "port": 0, **options})) as server,
     ):
         yield server

@@ -15,15 +15,15 @@ import trio.testing
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-import trio_pty
 from tests.fuzz.config import BASHRC, FUZZ_LIMITS, FUZZ_SESSION, FUZZ_SHELL, RULES, TOKEN
 from tests.fuzz.messages import Batch
 from tests.fuzz.methods import FAKE_SESSION
 from tests.fuzz.strategies import Vocabulary, batches, strings
 from tests.fuzz.target import FuzzTarget
+from tests.rpc_support import serving
 from trio_pty.manager import Manager
 from trio_pty.policy.authorize import RulesAuthorizer
-from trio_pty.server.server import RpcServer, ServerOptions, open_server
+from trio_pty.server.server import RpcServer
 
 
 def drive(target: FuzzTarget, strategy: st.SearchStrategy[Batch], max_examples: int) -> None:
@@ -62,13 +62,9 @@ async def fuzz_through(target: FuzzTarget, count: int) -> None:
 async def in_process_server(root: Path) -> AsyncIterator[tuple[Manager, RpcServer]]:
     (root / "sub").mkdir(exist_ok=True)
     environ = {**os.environ, "HOME": str(fuzz_home(root))}
-    async with (
-        trio_pty.open_manager(
-            FUZZ_LIMITS, root=str(root), authorizer=RulesAuthorizer(RULES), environ=environ
-        ) as manager,
-        open_server(manager, ServerOptions(token=TOKEN, port=0)) as server,
-    ):
-        yield manager, server
+    options = {"root": str(root), "authorizer": RulesAuthorizer(RULES), "environ": environ}
+    async with serving(FUZZ_LIMITS, TOKEN, manager_options=options) as server:
+        yield server.manager, server
 
 
 def fuzz_home(root: Path) -> Path:
