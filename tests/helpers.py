@@ -72,6 +72,26 @@ def tagged_processes(manager: Manager, session_id: str | None = None) -> list[in
     ]
 
 
+def signal_pending(pid: int, signum: int) -> bool:
+    """Whether `signum` sent to `pid` waits for the process to take it (its handler has not
+    run yet): /proc/PID/status, the process's and its threads' pending sets."""
+    bit = 1 << (signum - 1)
+    pending = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as handle:
+                for line in handle:
+                    if line.startswith(("SigPnd:", "ShdPnd:")):
+                        pending |= int(line.split()[1], 16)
+        except OSError:
+            continue
+    return bool(pending & bit)
+
+
 def process_state(pid: int) -> str:
     """`/proc` state letter of `pid` ("T" stopped, "Z" zombie, ...), or "gone"."""
     entry = proc.read_stat(pid)

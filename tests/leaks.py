@@ -3,18 +3,28 @@
 A test leaks when, after it, this process (or a server subprocess it names) has a descendant
 it did not have before, a process anywhere carries a trio-pty manager tag or is the keeper of
 one of our managers, an fd is open that was not, or a trio task runs that did not.
+
+Processes are found by reading /proc here, not through the library's own process table
+(`trio_pty.posix.proc`, `reap`): a leak detector that shared the code it checks would miss
+exactly the processes that code misses. Only the environment variable names are shared:
+they are the contract that says which processes are ours.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+from collections import defaultdict
 from collections.abc import Iterable
+from typing import Protocol
 
 import attrs
 import trio
 
-from trio_pty.posix import proc, reap
+TAG_MANAGER = "TRIO_PTY_MANAGER"
+TAG_SESSION = "TRIO_PTY_SESSION"
+TAG_KEEPER = "TRIO_PTY_KEEPER"
+_PF_KTHREAD = 0x00200000
 
 
 @attrs.frozen
@@ -22,6 +32,104 @@ class ProcessView:
     pid: int
     state: str
     cmdline: str
+
+
+@attrs.frozen
+class Stat:
+    """The fields of /proc/PID/stat the leak checks need."""
+
+    pid: int
+    ppid: int
+    sid: int
+    state: str
+    start_time: int
+    kernel: bool
+
+    @property
+    def dead(self) -> bool:
+        return self.state in ("Z", "X")
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return self.pid, self.start_time
+
+
+class ProcessLike(Protocol):
+    """What `keeper_of` looks at: a `Stat` here, or the library's own entry in its tests."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def sid(self) -> int: ...
+    @property
+    def dead(self) -> bool: ...
+    @property
+    def kernel(self) -> bool: ...
+    @property
+    def key(self) -> tuple[int, int]: ...
+
+
+def read_stat(pid: int) -> Stat | None:
+    """The process's stat line, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return None
+    # comm may hold spaces and parentheses: the fields start after the last ")".
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    if len(fields) < 20:
+        return None
+    return Stat(
+        pid=pid,
+        ppid=int(fields[1]),
+        sid=int(fields[3]),
+        state=fields[0].decode("ascii", "replace"),
+        start_time=int(fields[19]),
+        kernel=bool(int(fields[6]) & _PF_KTHREAD),
+    )
+
+
+def _process_table() -> dict[int, Stat]:
+    table = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (stat := read_stat(int(name))) is not None:
+            table[stat.pid] = stat
+    return table
+
+
+def _environ(pid: int) -> dict[str, str] | None:
+    """The TRIO_PTY_* variables of the process's initial environment; None when unreadable
+    or empty (a zombie, a kernel thread, an exec in progress)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return None
+    if not raw:
+        return None
+    found = {}
+    for item in raw.split(b"\0"):
+        if item.startswith(b"TRIO_PTY_"):
+            name, _, value = item.partition(b"=")
+            found[name.decode("ascii", "replace")] = value.decode("utf-8", "replace")
+    return found
+
+
+# A process's initial environment never changes (it reads empty only during an exec, and
+# that is not remembered): (pid, start time) -> its TRIO_PTY_* variables.
+_TAGS: dict[tuple[int, int], dict[str, str]] = {}
+
+
+def _tags(entry: ProcessLike) -> dict[str, str] | None:
+    if entry.dead or entry.kernel:
+        return None
+    if entry.key not in _TAGS:
+        found = _environ(entry.pid)
+        if found is None:
+            return None  # unreadable for now: ask again next time
+        _TAGS[entry.key] = found
+    return _TAGS[entry.key]
 
 
 def _cmdline(pid: int) -> str:
@@ -37,49 +145,46 @@ def _cmdline(pid: int) -> str:
 OUR_MANAGERS: set[str] = set()
 
 
-_KEEPER_CACHE: dict[tuple[int, int], str | None] = {}
-
-
-def keeper_of(entry: proc.ProcEntry) -> str | None:
+def keeper_of(entry: ProcessLike) -> str | None:
     """The id of the manager whose keeper this process is, if it is one. Keepers lead their
-    own session, so only session leaders are looked at (and remembered)."""
-    if entry.sid != entry.pid or entry.dead or entry.kernel:
+    own session, so only session leaders are looked at."""
+    if entry.sid != entry.pid:
         return None
-    if entry.key not in _KEEPER_CACHE:
-        tags = proc.environ_tags(entry.pid)
-        if tags is None:
-            return None  # unreadable for now (an exec in progress): ask again next time
-        _KEEPER_CACHE[entry.key] = tags.get(proc.TAG_KEEPER)
-    return _KEEPER_CACHE[entry.key]
+    tags = _tags(entry)
+    return None if tags is None else tags.get(TAG_KEEPER)
 
 
 def descendants(roots: Iterable[int], *, keepers: bool = True) -> dict[int, ProcessView]:
     """Every living or zombie descendant of `roots`, plus anything tagged by one of our
     managers wherever it was reparented, and our managers' keepers wherever they are.
     `keepers=False` leaves keepers out (while their managers are open, they belong)."""
-    snapshot = reap.ProcessTable().snapshot()
-    found: dict[int, ProcessView] = {}
-    stack = [child for root in roots for child in snapshot.children.get(root, ())]
+    table = _process_table()
+    live = {stat.key for stat in table.values()}
+    for key in [key for key in _TAGS if key not in live]:
+        del _TAGS[key]
+    children: dict[int, list[int]] = defaultdict(list)
+    for stat in table.values():
+        children[stat.ppid].append(stat.pid)
+    found: dict[int, Stat] = {}
+    stack = [child for root in roots for child in children.get(root, ())]
     while stack:
         pid = stack.pop()
-        if pid in found:
+        if pid not in found:
+            found[pid] = table[pid]
+            stack.extend(children.get(pid, ()))
+    own = os.getpid()
+    for stat in table.values():
+        if stat.pid in found or stat.pid == own:
             continue
-        entry = snapshot.entries[pid]
-        found[pid] = ProcessView(pid, entry.state, _cmdline(pid))
-        stack.extend(snapshot.children.get(pid, ()))
-    for manager_id in OUR_MANAGERS:
-        for entry in snapshot.with_tags_of(manager_id):
-            found.setdefault(entry.pid, ProcessView(entry.pid, entry.state, _cmdline(entry.pid)))
-    for entry in snapshot.entries.values():
-        if entry.pid not in found and keeper_of(entry) in OUR_MANAGERS:
-            found[entry.pid] = ProcessView(entry.pid, entry.state, _cmdline(entry.pid))
+        tags = _tags(stat)
+        if tags is None:
+            continue
+        session_process = TAG_SESSION in tags and tags.get(TAG_MANAGER) in OUR_MANAGERS
+        if session_process or (stat.sid == stat.pid and tags.get(TAG_KEEPER) in OUR_MANAGERS):
+            found[stat.pid] = stat
     if not keepers:
-        found = {
-            pid: view
-            for pid, view in found.items()
-            if pid not in snapshot.entries or keeper_of(snapshot.entries[pid]) is None
-        }
-    return found
+        found = {pid: stat for pid, stat in found.items() if keeper_of(stat) is None}
+    return {pid: ProcessView(pid, stat.state, _cmdline(pid)) for pid, stat in found.items()}
 
 
 def open_fds() -> dict[int, str]:

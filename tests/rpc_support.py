@@ -23,8 +23,13 @@ import pytest
 import trio
 from trio_websocket import WebSocketConnection, wrap_client_stream
 
+import trio_pty
 from tests import leaks
 from tests.helpers import alive
+from trio_pty import Limits
+from trio_pty.client.client import TrioPtyClient
+from trio_pty.server.server import RpcServer, ServerOptions, open_server
+from trio_pty.wire import ServerInfoParams
 
 # Small bounds keep the e2e tests quick; see docs/protocol.md for the format.
 TEST_CONFIG = """
@@ -202,6 +207,41 @@ def owner_for(request: pytest.FixtureRequest) -> str:
 
 def alive_any(pids: Sequence[int]) -> list[int]:
     return [pid for pid in pids if alive(pid)]
+
+
+# --------------------------------------------------------------------------------------------
+# An in-process server
+
+
+@asynccontextmanager
+async def serving(
+    limits: Limits, token: str, *, manager_options: dict[str, Any] | None = None, **options: Any
+) -> AsyncIterator[RpcServer]:
+    """A manager with `limits` (and `manager_options`, more `open_manager` arguments) and a
+    server for it on a free loopback port; `options` are more `ServerOptions` (they may
+    override the port too)."""
+    async with (
+        trio_pty.open_manager(limits, **(manager_options or {})) as manager,
+        open_server(manager, ServerOptions(**{"token": token, "port": 0, **options})) as server,
+    ):
+        yield server
+
+
+async def requests_parked(server: RpcServer, count: int) -> None:
+    """Wait until the server holds `count` requests between reading them and answering, and
+    every task is blocked: the calls are parked in their waits, not about to start them."""
+    while server.info().counts.requests_in_flight < count:  # noqa: ASYNC110 - no event for it
+        await trio.sleep(0.01)
+    await trio.testing.wait_all_tasks_blocked()
+
+
+async def requests_held(client: TrioPtyClient, count: int) -> None:
+    """Wait until the server holds `count` requests between reading and answering them,
+    besides the `server.info` that asks (the server's own count, from the moment it reads a
+    request: one that waits has begun its wait before a request sent after this is read)."""
+    info = ServerInfoParams()
+    while (await client.request(info)).counts.requests_in_flight < count + 1:  # noqa: ASYNC110
+        await trio.sleep(0.01)
 
 
 # --------------------------------------------------------------------------------------------

@@ -292,7 +292,10 @@ async def idle_while_exhausted(manager, verdict):
     logging.getLogger("trio_pty").addHandler(skips)
     exhaust()
     try:
-        await trio.sleep(0.6)  # several orphan_reap_interval ticks after the orphan died
+        # The orphan dies 0.2 s in; from then on every tick (0.05 s) skips its scan.
+        with trio.move_on_after(10):
+            while skips.count < 2:
+                await trio.sleep(0.01)
     finally:
         restore()
         logging.getLogger("trio_pty").removeHandler(skips)
@@ -315,8 +318,14 @@ async def main(mode):
                    "idle": idle_while_exhausted}[mode](manager, verdict)
     except BaseException as exc:
         verdict["manager_error"] = repr(exc)[:500]
-    await trio.sleep(0.3)  # let the kernel deliver what it delivers (SIGHUP)
-    verdict["leftovers"] = left = leftovers(manager_id) if manager_id else []
+    # What the kernel delivers (SIGHUP) takes a moment to end what it ends: what is still
+    # there after a few seconds is left over.
+    left = []
+    if manager_id:
+        with trio.move_on_after(5):
+            while left := leftovers(manager_id):
+                await trio.sleep(0.01)
+    verdict["leftovers"] = left
     for pid in left:  # never leave them to PID 1
         try:
             os.kill(pid, 9)

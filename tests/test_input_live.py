@@ -41,8 +41,9 @@ async def test_a_megabyte_paste_in_16k_writes_goes_through() -> None:
     block = ("y" * 63 + "\n") * 256  # 16 KiB of lines
     with trio.fail_after(30):
         async with trio_pty.open_manager(LIMITS) as manager:
-            info = await manager.spawn("sh", ["-c", "stty -echo; wc -c"], description="paste")
-            await trio.sleep(0.1)  # let stty run before the paste
+            script = "stty -echo; echo ready; wc -c"
+            info = await manager.spawn("sh", ["-c", script], description="paste")
+            await wait_for_text(manager, info.id, "ready")  # echo is off before the paste
             for _ in range(64):
                 await manager.write(info.id, block)
             await manager.write(info.id, "\\x04", escapes=True)  # end of input
@@ -180,17 +181,28 @@ async def test_rules_decide_shell_write_and_external_directories(tmp_path: Path)
 
 async def test_write_rechecks_the_session_after_approval(tmp_path: Path) -> None:
     class SlowApproval:
+        """Answers a write only once the session has been killed meanwhile."""
+
+        def __init__(self) -> None:
+            self.asked, self.answer = trio.Event(), trio.Event()
+
         async def authorize(self, request: AuthorizationRequest) -> None:
             if request.permission == "write":
-                await trio.sleep(0.3)
+                self.asked.set()
+                await self.answer.wait()
+
+    approval = SlowApproval()
+
+    async def kill_during_the_approval(session_id: str) -> None:
+        await approval.asked.wait()
+        await manager.kill(session_id)
+        approval.answer.set()
 
     with trio.fail_after(10):
-        async with trio_pty.open_manager(
-            LIMITS, root=os.getcwd(), authorizer=SlowApproval()
-        ) as manager:
+        async with trio_pty.open_manager(LIMITS, root=os.getcwd(), authorizer=approval) as manager:
             info = await manager.spawn("cat", description="slow")
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(manager.kill, info.id)
+                nursery.start_soon(kill_during_the_approval, info.id)
                 with pytest.raises(errors.NotRunning, match="killed"):
                     await manager.write(info.id, "late\n")
             await wait_for_status(manager, info.id, "killed")

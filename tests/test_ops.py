@@ -30,7 +30,7 @@ from trio_pty.policy import validate
 from trio_pty.posix import activation
 from trio_pty.wire import KillParams, ListParams, SpawnParams
 
-from .helpers import alive, poll_until
+from .helpers import alive, poll_until, signal_pending
 from .rpc_support import (
     TEST_CONFIG,
     ServerProcess,
@@ -215,7 +215,9 @@ async def test_sigusr1_drains_a_second_changes_nothing_and_sigterm_ends_it(
                 # again, the deadline would have moved back by the 0.5 s slept here first.
                 await trio.sleep(0.5)
                 server.proc.send_signal(signal.SIGUSR1)
-                await trio.sleep(0.1)
+                # Taken by the server (its handler ran and woke the loop, which handles it
+                # before a request that is sent after it).
+                await poll_until(lambda: not signal_pending(server.proc.pid, signal.SIGUSR1))
                 # From the first answer to the second question: at most the time between
                 # the server's two readings, whatever the latency (+ the rounding to ms).
                 waited = trio.current_time() - asked

@@ -6,8 +6,7 @@ from __future__ import annotations
 import base64
 import io
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,7 @@ from trio_pty.wire import (
     SpawnParams,
 )
 
-from .rpc_support import error_of, open_ws, raw_connect, raw_status, response_to, rpc
+from .rpc_support import error_of, open_ws, raw_connect, raw_status, response_to, rpc, serving
 
 TOKEN = "s3cret-token"
 LIMITS = Limits(
@@ -246,15 +245,6 @@ def test_unreadable_config(tmp_path: Path) -> None:
 # In-process server
 
 
-@asynccontextmanager
-async def serving(limits: Limits = LIMITS, **options: Any) -> AsyncIterator[RpcServer]:
-    async with (
-        trio_pty.open_manager(limits) as manager,
-        open_server(manager, ServerOptions(token=TOKEN, port=0, **options)) as server,
-    ):
-        yield server
-
-
 def auth() -> list[tuple[bytes, bytes]]:
     return [(b"Authorization", f"Bearer {TOKEN}".encode())]
 
@@ -268,7 +258,7 @@ async def test_a_stalled_clients_send_queue_is_bounded_in_characters() -> None:
     )
     frame = 4 * 65_536 // 3 + 200  # a full chunk, base64 in its notification
     with trio.fail_after(20):
-        async with serving(limits) as server:
+        async with serving(limits, TOKEN) as server:
             info = await server.manager.spawn("yes", [], owner="o", description="flood")
             stalled = await raw_connect(server.port, target=f"/rpc?token={TOKEN}")
             async with stalled.stream:
@@ -285,9 +275,16 @@ async def test_a_stalled_clients_send_queue_is_bounded_in_characters() -> None:
                 while highest < budget - frame:
                     await trio.sleep(0.01)
                     highest = max(highest, connection.queued_chars)
-                for _ in range(50):  # and stays there while the flood goes on
+
+                # And stays there while the flood goes on: four budgets' worth of output
+                # more (nothing leaves the queue, so its size now is its highest).
+                def output() -> int:
+                    return server.manager.get(info.id, owner="o").byte_count
+
+                more = output() + 4 * budget
+                while output() < more:  # noqa: ASYNC110 - the session's count
                     await trio.sleep(0.01)
-                    highest = max(highest, connection.queued_chars)
+                highest = max(highest, connection.queued_chars)
                 assert highest <= budget
                 assert server.info().counts.queued_chars == connection.queued_chars
             await server.manager.kill(info.id, owner="o")
@@ -295,7 +292,7 @@ async def test_a_stalled_clients_send_queue_is_bounded_in_characters() -> None:
 
 async def test_requests_past_the_in_flight_bound_wait_and_are_all_answered() -> None:
     with trio.fail_after(10):
-        async with serving() as server, open_ws(server.url, auth()) as ws:
+        async with serving(LIMITS, TOKEN) as server, open_ws(server.url, auth()) as ws:
             spawned = await rpc(
                 ws, 1, "pty.spawn", {"command": "sleep", "args": ["30"], "description": "idle"}
             )
@@ -323,7 +320,7 @@ async def test_internal_errors_are_reported_without_details(
 
     monkeypatch.setitem(handlers.HANDLERS, SERVER_INFO.name, handlers.Route(SERVER_INFO, broken))
     with trio.fail_after(10):
-        async with serving() as server, open_ws(server.url, auth()) as ws:
+        async with serving(LIMITS, TOKEN) as server, open_ws(server.url, auth()) as ws:
             reply = await rpc(ws, 1, "server.info")
             assert error_of(reply) == (-32603, None)
             assert "secret" not in json.dumps(reply)
@@ -332,7 +329,7 @@ async def test_internal_errors_are_reported_without_details(
 
 async def test_notifications_run_but_are_never_answered() -> None:
     with trio.fail_after(10):
-        async with serving() as server, open_ws(server.url, auth()) as ws:
+        async with serving(LIMITS, TOKEN) as server, open_ws(server.url, auth()) as ws:
             reply = await rpc(ws, 1, "pty.spawn", {"command": "cat", "description": "echo"})
             session_id = reply["result"]["id"]
             await ws.send_message(
@@ -357,7 +354,7 @@ async def test_notifications_run_but_are_never_answered() -> None:
 
 async def test_attach_before_any_output_then_detach() -> None:
     with trio.fail_after(10):
-        async with serving() as server, open_ws(server.url, auth()) as ws:
+        async with serving(LIMITS, TOKEN) as server, open_ws(server.url, auth()) as ws:
             reply = await rpc(ws, 1, "pty.spawn", {"command": "cat", "description": "echo"})
             session_id = reply["result"]["id"]
             first = await rpc(ws, 2, "pty.attach", {"id": session_id, "driver": True})
@@ -389,7 +386,10 @@ async def test_attach_before_any_output_then_detach() -> None:
 
 async def test_server_info_counts(tmp_path: Path) -> None:
     with trio.fail_after(10):
-        async with serving(env_deny=("MY_*",)) as server, connect(server.url, TOKEN) as client:
+        async with (
+            serving(LIMITS, TOKEN, env_deny=("MY_*",)) as server,
+            connect(server.url, TOKEN) as client,
+        ):
             spawn = SpawnParams(command="sleep", args=["30"], owner="a", description="x")
             info = await client.request(spawn)
             reply = await client.request(ServerInfoParams())
@@ -408,7 +408,7 @@ async def test_server_info_counts(tmp_path: Path) -> None:
 
 async def test_connections_over_the_bound_get_503() -> None:
     with trio.fail_after(10):
-        async with serving() as server:
+        async with serving(LIMITS, TOKEN) as server:
             bearer = [("Authorization", f"Bearer {TOKEN}")]
             async with (
                 open_ws(server.url, auth()),
@@ -486,7 +486,7 @@ async def test_a_newer_servers_extra_result_fields_are_ignored(
 
     monkeypatch.setitem(handlers.HANDLERS, LIST.name, handlers.Route(LIST, newer))
     with trio.fail_after(10):
-        async with serving() as server, connect(server.url, TOKEN) as client:
+        async with serving(LIMITS, TOKEN) as server, connect(server.url, TOKEN) as client:
             raw = await client.call(LIST.name, {})
             assert raw == {"sessions": [], "next_page": "later"}
             assert await client.request(ListParams()) == SessionList(sessions=[])
@@ -512,7 +512,7 @@ async def test_the_busy_answer_is_well_formed_http() -> None:
     """A real HTTP client reads the 503 to its end (it once declared 34 bytes for 33)."""
     with trio.fail_after(10):
         async with (
-            serving() as server,
+            serving(LIMITS, TOKEN) as server,
             open_ws(server.url, auth()),
             open_ws(server.url, auth()),
             open_ws(server.url, auth()),

@@ -34,7 +34,16 @@ from trio_pty.wire import (
     structure_request,
 )
 
-from .rpc_support import ServerProcess, error_of, live, open_ws, owner_for, rpc, server
+from .rpc_support import (
+    ServerProcess,
+    error_of,
+    live,
+    open_ws,
+    owner_for,
+    requests_held,
+    rpc,
+    server,
+)
 
 __all__ = ["live", "server"]  # fixtures used by name
 
@@ -263,7 +272,7 @@ async def test_screen_over_rpc(live: ServerProcess, request: Any) -> None:
                     )
 
                 nursery.start_soon(wait_for_screen)
-                await trio.sleep(0.1)  # the screen wait is in place (a match also counts now)
+                await requests_held(client, 1)  # the screen wait is in place
                 await client.request(WriteParams(id=info.id, owner=owner, data="go\n"))
             [later] = waited
             assert later.reason == "matched" and later.lines[2] == "    later go"

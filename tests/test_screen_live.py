@@ -8,6 +8,7 @@ import trio
 
 import trio_pty
 from trio_pty import Limits, Wait
+from trio_pty.model import Screen
 
 from .helpers import poll_until, wait_for_status
 
@@ -54,22 +55,43 @@ async def test_vim_shows_its_screen_and_leaves_the_shell_screen_behind(
             await wait_for_status(manager, info.id, "exited")
 
 
+def _whole_top_frame(screen: Screen) -> bool:
+    lines = screen.lines
+    return (
+        len(lines) == 24
+        and lines[0].startswith("top - ")
+        and lines[1].startswith("Tasks:")
+        and lines[2].startswith("%Cpu(s):")
+        and "PID" in lines[6]
+        and "COMMAND" in lines[6]
+        and sum(line.count("top - ") for line in lines) == 1
+    )
+
+
 async def test_top_frames_are_not_glued_together() -> None:
     with trio.fail_after(40):
         async with trio_pty.open_manager(LIMITS) as manager:
             info = await manager.spawn("top", ["-d", "0.1"], description="top")
             first = await manager.screen(info.id, wait=Wait(pattern="^top - ", timeout_ms=15_000))
             assert first.reason == "matched"
-            # Later frames redraw only what changed: wait for two of them.
+            # Later frames redraw only what changed: wait for two of them. A frame may be
+            # half drawn when the screen is looked at, so look until it shows a whole one
+            # (a glued screen never does).
+
+            async def whole_frame() -> Screen:
+                with trio.move_on_after(10):
+                    while not _whole_top_frame(screen := await manager.screen(info.id)):  # noqa: ASYNC110
+                        await trio.sleep(0.01)
+                return screen
+
             offset = first.offset
             for _ in range(2):
                 await poll_until(
                     lambda seen=offset: manager.get(info.id).byte_count > seen,  # type: ignore[misc]
                     timeout=15,
                 )
-                await trio.sleep(0.05)  # let the frame finish
+                screen = await whole_frame()
                 offset = manager.get(info.id).byte_count
-            screen = await manager.screen(info.id)
             assert screen.lines[0].startswith("top - ")
             assert screen.lines[1].startswith("Tasks:")
             assert screen.lines[2].startswith("%Cpu(s):")

@@ -17,8 +17,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,18 +24,17 @@ import pytest
 import trio
 from trio_websocket import WebSocketConnection
 
-import trio_pty
 from trio_pty import Limits
 from trio_pty.rpc.config import ConfigError, parse_config
 from trio_pty.rpc.connection import RpcConnection, Send, Start
 from trio_pty.rpc.handshake import Rejection, check_handshake
 from trio_pty.rpc.scope import FULL_ACCESS, TokenScope
 from trio_pty.rpc.tokens import ScopedToken, TokenError, read_token_file, take_env_token
-from trio_pty.server.server import RpcServer, ServerOptions, open_server
+from trio_pty.server.server import ServerOptions
 from trio_pty.wire import METHODS, SERVER_INFO, MethodSpec, Params, ServerInfo
 
 from .helpers import site_dirs, unprivileged_prefix
-from .rpc_support import error_of, open_ws, rpc, start_server
+from .rpc_support import error_of, open_ws, requests_parked, rpc, serving, start_server
 
 TOKEN = "server-token-0123456789"
 TEAM_A = "team-a-token-0123456789"
@@ -207,19 +204,10 @@ async def test_serve_warns_about_a_token_in_argv(tmp_path: Path) -> None:
 # Owner-scoped tokens
 
 
-@asynccontextmanager
-async def serving(**options: Any) -> AsyncIterator[RpcServer]:
-    scoped = (
-        ScopedToken(TEAM_A, TokenScope(name="team-a", owners=("team-a", "team-a-*"))),
-        ScopedToken(READER, TokenScope(name="reader", owners=("*",), read_only=True)),
-    )
-    async with (
-        trio_pty.open_manager(LIMITS) as manager,
-        open_server(
-            manager, ServerOptions(token=TOKEN, port=0, scoped_tokens=scoped, **options)
-        ) as server,
-    ):
-        yield server
+SCOPED = (
+    ScopedToken(TEAM_A, TokenScope(name="team-a", owners=("team-a", "team-a-*"))),
+    ScopedToken(READER, TokenScope(name="reader", owners=("*",), read_only=True)),
+)
 
 
 def bearer(token: str) -> list[tuple[bytes, bytes]]:
@@ -257,7 +245,7 @@ SESSION_CALLS: list[tuple[str, dict[str, Any]]] = [
 async def test_a_scoped_token_cannot_reach_another_owners_sessions() -> None:
     with trio.fail_after(20):
         async with (
-            serving() as server,
+            serving(LIMITS, TOKEN, scoped_tokens=SCOPED) as server,
             open_ws(server.url, bearer(TOKEN)) as admin,
             open_ws(server.url, bearer(TEAM_A)) as team,
         ):
@@ -312,7 +300,7 @@ async def test_a_scoped_token_cannot_reach_another_owners_sessions() -> None:
 async def test_a_scoped_token_cannot_cancel_another_connections_request() -> None:
     with trio.fail_after(20):
         async with (
-            serving() as server,
+            serving(LIMITS, TOKEN, scoped_tokens=SCOPED) as server,
             open_ws(server.url, bearer(TOKEN)) as admin,
             open_ws(server.url, bearer(TEAM_A)) as team,
         ):
@@ -321,7 +309,7 @@ async def test_a_scoped_token_cannot_cancel_another_connections_request() -> Non
             await admin.send_message(
                 json.dumps({"jsonrpc": "2.0", "id": 7, "method": "pty.read", "params": wait})
             )
-            await trio.sleep(0.2)  # the read is in flight on the admin's connection
+            await requests_parked(server, 1)  # the read waits, on the admin's connection
             cancel = await rpc(team, 7, "$/cancelRequest", {"id": 7})
             assert cancel["result"] == {"cancelled": False}
             await team.send_message(
@@ -338,7 +326,7 @@ async def test_a_scoped_token_cannot_cancel_another_connections_request() -> Non
 async def test_a_read_only_token_reads_and_nothing_else() -> None:
     with trio.fail_after(20):
         async with (
-            serving() as server,
+            serving(LIMITS, TOKEN, scoped_tokens=SCOPED) as server,
             open_ws(server.url, bearer(TOKEN)) as admin,
             open_ws(server.url, bearer(READER)) as reader,
         ):

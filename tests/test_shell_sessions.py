@@ -661,7 +661,7 @@ async def test_a_run_waiting_for_the_prompt_is_refused_once_another_run_gets_in(
             started = trio.current_time()
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(first)
-                await trio.sleep(0.05)
+                await trio.testing.wait_all_tasks_blocked()  # the first run waits for the prompt
                 await manager.run(info.id, "echo second", timeout_ms=200)
     assert refused[0] == "echo second"
     assert isinstance(refused[1], float) and refused[1] < 0.9  # before the prompt came

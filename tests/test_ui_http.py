@@ -16,8 +16,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 
 import attrs
@@ -25,16 +24,21 @@ import pytest
 import trio
 import trio.testing
 
-import trio_pty
 from trio_pty import Limits
 from trio_pty.client.client import RpcError, connect
-from trio_pty.server import http
 from trio_pty.server.serve import PAGE_LINE_PREFIX
-from trio_pty.server.server import RpcServer, ServerOptions, open_server
 from trio_pty.ui import ASSETS_DIR, AssetsError, load_page, vendor
 from trio_pty.wire import KillParams, SpawnParams
 
-from .rpc_support import ServerProcess, client_frame, live, raw_status, server, start_server
+from .rpc_support import (
+    ServerProcess,
+    client_frame,
+    live,
+    raw_status,
+    server,
+    serving,
+    start_server,
+)
 
 __all__ = ["live", "server"]  # fixtures used by name
 
@@ -469,15 +473,6 @@ TOKEN = "ui-test-token"
 LIMITS = Limits(io_timeout=1.0, max_connections=2, max_pending_per_peer=2, terminate_grace=0.2)
 
 
-@asynccontextmanager
-async def serving(page: http.Site | None) -> AsyncIterator[RpcServer]:
-    async with (
-        trio_pty.open_manager(LIMITS) as manager,
-        open_server(manager, ServerOptions(token=TOKEN, port=0, page=page)) as server,
-    ):
-        yield server
-
-
 async def test_without_a_local_copy_xterm_comes_from_the_cdn_with_sri(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -487,7 +482,7 @@ async def test_without_a_local_copy_xterm_comes_from_the_cdn_with_sri(
     page = load_page()
     assert page.xterm == "cdn"
     with trio.fail_after(10):
-        async with serving(page.site) as server:
+        async with serving(LIMITS, TOKEN, page=page.site) as server:
             html = await get(server.port, "/")
             csp = csp_directives(html.headers["content-security-policy"])
             for package, file in vendor.vendor_files():
@@ -508,7 +503,7 @@ async def test_without_a_local_copy_xterm_comes_from_the_cdn_with_sri(
 
 async def test_an_embedded_server_serves_no_page_unless_given_one() -> None:
     with trio.fail_after(10):
-        async with serving(None) as server:
+        async with serving(LIMITS, TOKEN, page=None) as server:
             assert server.page_url is None
             assert (await get(server.port, "/")).status == 404
             assert await raw_status(server.port, target=f"/rpc?token={TOKEN}") == 101
@@ -516,7 +511,7 @@ async def test_an_embedded_server_serves_no_page_unless_given_one() -> None:
 
 async def test_connections_that_send_nothing_are_bounded_and_dropped_on_stop() -> None:
     with trio.fail_after(10):
-        async with serving(load_page().site) as server:
+        async with serving(LIMITS, TOKEN, page=load_page().site) as server:
             idle = [await trio.open_tcp_stream("127.0.0.1", server.port) for _ in range(2)]
             try:
                 await trio.testing.wait_all_tasks_blocked()
