@@ -40,6 +40,8 @@ BASE_PARAMS: dict[str, dict[str, Any]] = {
     "pty.read_raw": {"id": FAKE_SESSION},
     "pty.list": {},
     "pty.kill": {"id": FAKE_SESSION},
+    "pty.get": {"id": FAKE_SESSION},
+    "pty.exec": {"command": "true"},
     "pty.resize": {"id": FAKE_SESSION, "rows": 24, "cols": 80},
     "pty.signal": {"id": FAKE_SESSION, "signal": "INT"},
     "pty.attach": {"id": FAKE_SESSION},
