@@ -18,7 +18,6 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
-from typing import Any
 
 import attrs
 import h11
@@ -28,7 +27,6 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
-import trio_pty
 from trio_pty import Limits
 from trio_pty.client.client import connect
 from trio_pty.rpc.handshake import Rejection, own_origins
@@ -36,26 +34,24 @@ from trio_pty.rpc.scope import TokenScope
 from trio_pty.rpc.tokens import ScopedToken
 from trio_pty.server.http import HttpFront, PendingHeads, Upgrade, peer_key
 from trio_pty.server.liveness import FrameTracker
-from trio_pty.server.server import RpcServer, ServerOptions, open_server
 from trio_pty.ui import load_page
 from trio_pty.wire import ServerInfoParams
 
-from .rpc_support import client_frame, open_ws, raw_connect, raw_status, rpc, start_server
+from .rpc_support import (
+    client_frame,
+    open_ws,
+    raw_connect,
+    raw_status,
+    rpc,
+    serving,
+    start_server,
+)
 
 TOKEN = "http-security-token"
 TOKEN_ENV = {"TRIO_PTY_TOKEN": TOKEN}
 BEARER = ("Authorization", f"Bearer {TOKEN}")
 # The server's other bounds as in production; only the teardown is quick.
 LIMITS = Limits(terminate_grace=0.2)
-
-
-@asynccontextmanager
-async def serving(limits: Limits = LIMITS, **options: Any) -> AsyncIterator[RpcServer]:
-    async with (
-        trio_pty.open_manager(limits) as manager,
-        open_server(manager, ServerOptions(**{"token": TOKEN, "port": 0, **options})) as server,
-    ):
-        yield server
 
 
 # --------------------------------------------------------------------------------------------
@@ -211,7 +207,7 @@ async def test_a_peer_over_its_bound_drops_its_own_oldest_silent_head() -> None:
     peer's address), at once when it sent nothing; other peers are untouched."""
     limits = Limits(terminate_grace=0.2, max_pending_per_peer=2)
     with trio.fail_after(10):
-        async with serving(limits) as server:
+        async with serving(limits, TOKEN) as server:
             other = await _silent_connection(server.port, "127.0.0.3")
             idle = [await _silent_connection(server.port, "127.0.0.2") for _ in range(2)]
             try:
@@ -234,7 +230,7 @@ async def test_a_peer_over_its_bound_drops_its_own_oldest_silent_head() -> None:
 async def test_past_the_pending_bound_the_oldest_head_is_dropped() -> None:
     limits = Limits(terminate_grace=0.2, max_pending_connections=3)
     with trio.fail_after(10):
-        async with serving(limits) as server:
+        async with serving(limits, TOKEN) as server:
             idle = []
             try:
                 for number in range(3):
@@ -450,7 +446,7 @@ async def test_an_upgraded_connection_that_sends_nothing_is_closed() -> None:
     handshake (still open after 45 s): now it is closed after `websocket_idle_timeout`
     without a byte (the server's pings go unanswered)."""
     with trio.fail_after(20):
-        async with serving(QUICK_LIVENESS, scoped_tokens=(VIEWER,)) as server:
+        async with serving(QUICK_LIVENESS, TOKEN, scoped_tokens=(VIEWER,)) as server:
             # Before the connect: the server's idle clock starts after its 101, which a
             # loaded machine may take a while to hand to us.
             started = trio.current_time()
@@ -469,7 +465,7 @@ async def test_a_frame_trickled_a_byte_at_a_time_is_closed() -> None:
     """A frame sent a byte every 0.2 s (each byte resets any idle clock) is cut off
     `websocket_message_timeout` of waiting after its first byte; it held its slot forever."""
     with trio.fail_after(20):
-        async with serving(QUICK_LIVENESS, scoped_tokens=(VIEWER,)) as server:
+        async with serving(QUICK_LIVENESS, TOKEN, scoped_tokens=(VIEWER,)) as server:
             raw = await raw_connect(
                 server.port, headers=[("Authorization", f"Bearer {VIEW_TOKEN}")]
             )
@@ -496,7 +492,7 @@ async def test_a_quiet_live_client_stays_connected_past_the_idle_timeout() -> No
     limits = attrs.evolve(QUICK_LIVENESS, websocket_idle_timeout=2.0)
     with trio.fail_after(20):
         async with (
-            serving(limits) as server,
+            serving(limits, TOKEN) as server,
             open_ws(server.url, headers=[(b"Authorization", f"Bearer {TOKEN}".encode())]) as ws,
         ):
             await trio.sleep(2.5 * limits.websocket_idle_timeout)
@@ -511,7 +507,7 @@ async def test_one_token_cannot_take_every_connection_slot() -> None:
     limits = Limits(terminate_grace=0.2, max_connections=6, max_connections_per_token=4)
     viewer = [("Authorization", f"Bearer {VIEW_TOKEN}")]
     with trio.fail_after(20):
-        async with serving(limits, scoped_tokens=(VIEWER,)) as server:
+        async with serving(limits, TOKEN, scoped_tokens=(VIEWER,)) as server:
             held = [await raw_connect(server.port, headers=viewer) for _ in range(5)]
             try:
                 assert [raw.status for raw in held] == [101] * 4 + [503]
@@ -606,7 +602,7 @@ async def _status_of(port: int, head: bytes) -> int:
 async def test_an_upgrade_over_http_1_0_is_refused() -> None:
     """RFC 6455 needs HTTP/1.1; the server once switched an HTTP/1.0 client (101)."""
     with trio.fail_after(10):
-        async with serving() as server:
+        async with serving(LIMITS, TOKEN) as server:
             assert await _status_of(server.port, _upgrade_head("/rpc", server.port)) == 101
             head = _upgrade_head("/rpc", server.port, version="1.0")
             assert await _status_of(server.port, head) == 400
@@ -615,7 +611,7 @@ async def test_an_upgrade_over_http_1_0_is_refused() -> None:
 
 async def test_an_absolute_form_target_is_refused_on_an_upgrade_as_on_a_plain_request() -> None:
     with trio.fail_after(10):
-        async with serving(page=load_page().site) as server:
+        async with serving(LIMITS, TOKEN, page=load_page().site) as server:
             absolute = f"http://127.0.0.1:{server.port}/rpc"
             plain = f"GET {absolute} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n\r\n"
             assert await _status_of(server.port, plain.encode()) == 400
@@ -634,7 +630,7 @@ async def test_the_own_origin_exception_covers_only_bound_addresses() -> None:
     which a browser tries on ::1 first) may be anyone's: another program can listen there.
     It was accepted as the page's own origin."""
     with trio.fail_after(10):
-        async with serving(page=load_page().site, host="127.0.0.1") as server:
+        async with serving(LIMITS, TOKEN, page=load_page().site, host="127.0.0.1") as server:
             port = server.port
 
             async def status(origin: str) -> int:
@@ -698,7 +694,7 @@ async def test_the_client_warns_that_a_token_in_argv_is_world_readable() -> None
     user, without a word (serve warned about its own --token): now it says so on stderr,
     and TRIO_PTY_TOKEN, the way it points to, draws no warning."""
     with trio.fail_after(60):
-        async with serving() as server:
+        async with serving(LIMITS, TOKEN) as server:
             given = await _client_info(server.url, "--token", TOKEN)
             from_env = await _client_info(server.url, TRIO_PTY_TOKEN=TOKEN)
     assert given.returncode == 0, given.stderr

@@ -25,7 +25,6 @@ import argparse
 import gc
 import logging
 import os
-import secrets
 import signal
 import sys
 from collections.abc import Sequence
@@ -364,4 +363,4 @@ def _server_token(args: argparse.Namespace) -> tuple[str, bool]:
         return tokens.check_token(given, "--token"), False
     if from_env is not None:
         return from_env, False
-    return secrets.token_urlsafe(32), True
+    return tokens.generate_token(), True

@@ -13,6 +13,7 @@ sessions (docs/security.md).
 from __future__ import annotations
 
 import os
+import secrets
 import stat
 from collections.abc import MutableMapping
 from typing import Final
@@ -26,6 +27,7 @@ __all__ = [
     "TokenError",
     "TokenSource",
     "check_token",
+    "generate_token",
     "read_token_file",
     "take_env_token",
 ]
@@ -36,6 +38,14 @@ _MAX_TOKEN_FILE_BYTES: Final = 4096
 
 class TokenError(ValueError):
     """A token, or where it was to come from, is unusable; the message says why."""
+
+
+def generate_token() -> str:
+    """A new token (256 bits, URL-safe) that never starts with "-": one in 64 of
+    `secrets.token_urlsafe` does, and `--token -abc` then reads as a missing value."""
+    while (token := secrets.token_urlsafe(32)).startswith("-"):
+        pass
+    return token
 
 
 def check_token(token: str, where: str) -> str:
