@@ -15,6 +15,8 @@ import trio_pty
 from trio_pty import errors
 from trio_pty.limits import Limits
 from trio_pty.model import Wait
+from trio_pty.output import pages
+from trio_pty.output.buffer import OutputBuffer
 from trio_pty.output.pages import ReadPlan, check_wait, clean_lines, plan_read
 
 LIMITS = Limits()
@@ -180,3 +182,39 @@ def test_the_pure_packages_never_import_what_drives_a_session(package: str) -> N
                     assert alias.name.split(".")[-1] not in ABOVE_SESSIONS or not (
                         alias.name.startswith("trio_pty")
                     ), f"{path.name} imports {alias.name}"
+
+
+def test_output_on_a_row_the_command_wrapped_onto_is_the_commands_output() -> None:
+    """bash echoing a command that ends exactly at the margin: it wraps with " \\r", moves
+    up (ESC [ A) to redraw, and its accept line feed lands on the wrapped row, where the
+    output then prints. The log shows that row in the command's line (the line feed moved
+    within one line), so the output's own line number is hidden; its page is still the
+    output, cleaned from its own bytes, not the next prompt (as `run("pwd")` answered in
+    a directory whose prompt filled 76 columns)."""
+    path = b"/tmp/" + b"d" * 61  # a prompt of 76 columns: 8 + 66 + 2
+    prompt = b"root@vm:" + path + b"# "
+    assert len(prompt) == 76
+    mark = b"\x1b]133;%s;tp=00\x07"
+    raw = (
+        mark % b"A"
+        + prompt
+        + mark % b"B"
+        + b"\x1b[7mpwd\x1b[27m \r\x1b[A"
+        + b"\x1b[C" * 76
+        + b"pwd \r\x1b[A"
+        + b"\x1b[C" * 78
+        + b"\x1b[Kd\r\n\x1b[?2004l\r"
+        + mark % b"C"
+    )
+    output_start = len(raw)
+    raw += path + b"\r\n"
+    output_end = len(raw)
+    raw += b"\x1b]133;D;0;tp=00\x07" + mark % b"A" + prompt + mark % b"B"
+    buffer = OutputBuffer(100_000, max_line_length=2000, max_escape_length=4096)
+    buffer.note_size(24, 80)
+    buffer.append(raw)
+    where = pages.span(
+        buffer, output_start, output_end, max_line_length=2000, max_escape_length=4096
+    )
+    page = pages.page(buffer, where, where.first, 10)
+    assert [line.text for line in page.lines] == [path.decode()]

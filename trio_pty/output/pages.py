@@ -277,12 +277,19 @@ def page(output: OutputBuffer, where: Span, offset: int, limit: int) -> ReadPage
     stop = min(retained + limit, where.last + 1)
     lines: list[Line] = []
     if stop > retained:
-        lines = list(output.read(retained, stop - retained).lines)
-        for index, line in enumerate(lines):
-            if line.number == where.first and where.head is not None:
-                lines[index] = Line(line.number, where.head)
-            elif line.number == where.last and where.tail is not None:
-                lines[index] = Line(line.number, where.tail)
+        # A read skips hidden numbers and goes on to the next line shown: keep only the
+        # span's own. Its first or last line may itself be hidden (output that landed on a
+        # row a wrapped command had continued onto: the log shows it in the command's
+        # line); its piece, cleaned from the span's own bytes, is still the output.
+        shown = {
+            line.number: line.text
+            for line in output.read(retained, stop - retained).lines
+            if line.number < stop
+        }
+        for number, piece in ((where.first, where.head), (where.last, where.tail)):
+            if piece is not None and retained <= number < stop:
+                shown[number] = piece
+        lines = [Line(number, shown[number]) for number in sorted(shown)]
     next_offset = max(stop, start)
     if not where.complete:
         # Like read: never past a line that may still grow.
