@@ -144,6 +144,15 @@ def _bound(baseline: list[float]) -> float:
     return max(1.0, 5 * max(baseline))
 
 
+def _check_connects(took: list[float], baseline: list[float]) -> None:
+    """Every connect but one within the bound, and that one within three times it: a
+    lockout refuses them all (0 of 15 connected in 8 s before the fix); one connect the
+    scheduler of a loaded machine holds back for a second is not one (seen: 1.04 s once
+    among 0.07-0.18 s in a full run beside other work)."""
+    bound = _bound(baseline)
+    assert sorted(took)[-2] < bound and max(took) < 3 * bound, (bound, took)
+
+
 @pytest.mark.parametrize(
     "sources",
     [
@@ -170,7 +179,7 @@ async def test_a_client_connects_promptly_while_256_slow_heads_are_held(
         config="http_head_timeout = 1.0\n",
     )
     assert pending >= enough  # the pressure was on throughout
-    assert max(took) < _bound(baseline), took
+    _check_connects(took, baseline)
 
 
 async def test_clients_connect_while_their_own_address_holds_328_slow_heads(
@@ -187,7 +196,7 @@ async def test_clients_connect_while_their_own_address_holds_328_slow_heads(
         tmp_path, attackers, enough=per_peer - per_peer // 8
     )
     assert pending >= per_peer - per_peer // 8  # the peer held its whole share throughout
-    assert max(took) < _bound(baseline), took
+    _check_connects(took, baseline)
 
 
 async def _silent_connection(port: int, source: str) -> trio.SocketStream:

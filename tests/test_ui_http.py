@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path
 
@@ -31,16 +32,31 @@ from trio_pty.ui import ASSETS_DIR, AssetsError, load_page, vendor
 from trio_pty.wire import KillParams, SpawnParams
 
 from .rpc_support import (
+    TEST_CONFIG,
     ServerProcess,
     client_frame,
     live,
     raw_status,
-    server,
     serving,
     start_server,
 )
 
-__all__ = ["live", "server"]  # fixtures used by name
+__all__ = ["live"]  # fixtures used by name
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """The module's server, which waits 5 s for a request's first byte (the test config's
+    1 s answered a loaded test client's `GET /nope` with 408 before it had sent it);
+    http_head_timeout stays 1 s, which test_a_slow_request_head_is_bounded measures."""
+    config = TEST_CONFIG.replace("io_timeout = 1.0", "io_timeout = 5.0")
+    assert config != TEST_CONFIG
+    process = start_server(tmp_path_factory.mktemp("server"), config=config)
+    try:
+        yield process
+    finally:
+        process.stop()
+
 
 HAS_VENDOR_COPY = True
 try:
