@@ -1646,6 +1646,9 @@ BASE_PARAMS: dict[str, dict[str, Any]] = {
     "owner.delete": {"owner": "fuzz-nobody"},
     "server.info": {},
     "server.drain": {},
+    "pty.get": {"id": FAKE_SESSION},
+    "pty.exec": {"command": "true"},
+    "pty.record": {"id": FAKE_SESSION},
     CANCEL: {"id": 1},
 }
 
