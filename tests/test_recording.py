@@ -238,6 +238,12 @@ def test_the_index_is_forgotten_with_the_bytes_it_times() -> None:
         (300 + 10 * i, 310 + 10 * i, 30.0 + i) for i in range(10)
     ]
     assert output.sizes[-1].at == 40.5
+    # A recording is written from a copy: later output and forgetting leave it as it was.
+    taken = output.timing.copy()
+    for i in range(40, 60):
+        output.append(b"y" * 10)
+        output.arrived(i * 1.0)
+    assert list(taken.stretches(300)) == stretches
 
 
 async def test_after_the_ring_rotated_the_recording_starts_at_its_first_byte() -> None:

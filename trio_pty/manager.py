@@ -713,7 +713,7 @@ class Manager(metaclass=_NoPublicConstructor):
         from . import recording
 
         session = self._session(session_id, owner)
-        return recording.recording(session, recording.cast_version(format))
+        return await recording.recording(session, recording.cast_version(format))
 
 
 def _only_cancelled(exc: BaseException) -> bool:

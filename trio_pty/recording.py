@@ -14,10 +14,19 @@ import shlex
 import sys
 import time
 
+import attrs
 import trio
 
 from . import errors
-from .output.record import CAST_VERSIONS, CastHeader, CastVersion, Mark, cast_events, format_cast
+from .output.record import (
+    CAST_VERSIONS,
+    CastHeader,
+    CastVersion,
+    Mark,
+    TimingIndex,
+    cast_events,
+    format_cast,
+)
 from .policy.environment import TERM_VALUE
 from .session import Session
 
@@ -31,11 +40,42 @@ def cast_version(value: object) -> CastVersion:
     return value
 
 
-def recording(session: Session, version: CastVersion) -> str:
-    """The asciicast of what `session` retains, one JSON text a line, newline-ended."""
+async def recording(session: Session, version: CastVersion) -> str:
+    """The asciicast of what `session` retains, one JSON text a line, newline-ended.
+
+    What it holds is taken at once, on the event loop; the file is written in a worker
+    thread (a 1 MB ring of binary output takes a fifth of a second to escape as JSON)."""
+    return await trio.to_thread.run_sync(_taken(session).write, version)
+
+
+@attrs.frozen(kw_only=True)
+class _Taken:
+    """What a recording holds, copied from the session at one moment."""
+
+    header: CastHeader
+    origin: float  # the monotonic time of the first event
+    data: bytes  # the retained output, from offset `start`
+    start: int
+    index: TimingIndex
+    marks: list[Mark]  # resizes, commands
+    exit_status: tuple[float, int] | None
+
+    def write(self, version: CastVersion) -> str:
+        events = cast_events(
+            self.data,
+            self.start,
+            self.index,
+            origin=self.origin,
+            marks=self.marks,
+            exit_status=self.exit_status,
+        )
+        return "".join(line + "\n" for line in format_cast(version, self.header, events))
+
+
+def _taken(session: Session) -> _Taken:
     output = session.output
     data, start = output.snapshot_with_offset()
-    index = output.timing
+    index = output.timing.copy()
     now = trio.current_time()
 
     def time_before(offset: int) -> float:
@@ -68,25 +108,24 @@ def recording(session: Session, version: CastVersion) -> str:
         default=origin,
     )
     status = _exit_status(session)
-    events = cast_events(
-        data,
-        start,
-        index,
+    size = sizes[first]
+    return _Taken(
+        header=CastHeader(
+            cols=size.cols,
+            rows=size.rows,
+            timestamp=round(time.time() - (now - origin)),
+            term=TERM_VALUE,
+            command=shlex.join([session.command, *session.args]),
+            title=session.title,
+            shell=session.command if session.shell is not None else None,
+        ),
         origin=origin,
+        data=data,
+        start=start,
+        index=index,
         marks=marks,
         exit_status=None if status is None else (last, status),
     )
-    size = sizes[first]
-    header = CastHeader(
-        cols=size.cols,
-        rows=size.rows,
-        timestamp=round(time.time() - (now - origin)),
-        term=TERM_VALUE,
-        command=shlex.join([session.command, *session.args]),
-        title=session.title,
-        shell=session.command if session.shell is not None else None,
-    )
-    return "".join(line + "\n" for line in format_cast(version, header, events))
 
 
 def _exit_status(session: Session) -> int | None:

@@ -89,6 +89,14 @@ class TimingIndex:
         i = bisect_right(self._ends, offset, self._head)
         return self._times[i] if i < len(self._times) else None
 
+    def copy(self) -> TimingIndex:
+        """The stretches as they are now, in an index that later output does not change
+        (a recording is written from it in a worker thread)."""
+        clone = TimingIndex(window=self._window, limit=self._limit)
+        clone._ends = self._ends[self._head :]
+        clone._times = self._times[self._head :]
+        return clone
+
     @property
     def count(self) -> int:
         return len(self._ends) - self._head
