@@ -581,3 +581,20 @@ async def test_usage_errors(cli: Cli, args: Sequence[str], message: str) -> None
         result = await cli(*args)
     assert result.returncode == 2, stderr(result)
     assert message in stderr(result), stderr(result)
+
+
+async def test_record_writes_the_session_as_an_asciicast(cli: Cli) -> None:
+    with trio.fail_after(30):
+        session = (await cli.ok("spawn", "--", "printf", "cast me\\n")).strip()
+        await cli.ok("wait", session, "--exit")
+        v3 = (await cli.ok("record", session)).splitlines()
+        assert json.loads(v3[0])["version"] == 3
+        assert [json.loads(line)[1:] for line in v3[1:]] == [["o", "cast me\r\n"], ["x", "0"]]
+        v2 = (await cli.ok("record", session, "--format", "v2")).splitlines()
+        assert json.loads(v2[0])["version"] == 2
+        assert [json.loads(line)[1:] for line in v2[1:]] == [["o", "cast me\r\n"]]
+        as_json = await cli.json("record", session)
+        assert (as_json["id"], as_json["format"]) == (session, 3)
+        assert as_json["cast"].splitlines() == v3
+        assert (await cli("record", session, "--format", "v4")).returncode == 2
+        await cli.ok("kill", session, "--cleanup")

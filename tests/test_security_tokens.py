@@ -426,11 +426,14 @@ def test_the_scope_is_decided_for_every_method_before_it_starts() -> None:
         "server.drain": {"deadline_s": 0},
         "pty.get": {"id": "pty_1"},
         "pty.exec": {"command": "true"},
+        "pty.record": {"id": "pty_1"},
     }
     assert set(valid) == set(METHODS)
     starts = {name for name, params in valid.items() if outcome(reader, name, params) == "start"}
     read_only = {"pty.read", "pty.read_raw", "pty.list", "pty.attach", "pty.detach"}
-    assert starts == read_only | {"pty.commands", "pty.screen", "pty.get", "server.info"}
+    assert starts == read_only | {"pty.commands", "pty.screen", "pty.get", "pty.record"} | {
+        "server.info"
+    }
     for name, params in valid.items():
         if name == "server.drain":  # names no owner: refused for "a" too (above)
             assert outcome(team, name, params) == "permission_denied"

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import io
 import itertools
+import json
 import math
 import os
 import time
@@ -978,6 +979,27 @@ def test_a_read_only_token_watches_a_live_session(monitor: Monitor) -> None:
     assert page.locator("#kill").is_disabled() and page.locator("#cleanup").is_disabled()
     assert page.locator("#spawn-toggle").is_hidden()
     assert "read-only" in page.locator("#term-note").inner_text()
+
+
+def test_the_selected_session_downloads_as_an_asciicast(monitor: Monitor) -> None:
+    """The "Download recording" button saves what `pty.record` gives (a read-only token may): an
+    asciicast v3 file named after the session, whose output is the session's."""
+    owner = monitor.owner("recorded")
+    script = "echo RECORD-ME; read line"
+    (info,) = monitor.spawn(sh(owner, script, "recorded", ready=Wait(pattern="RECORD-ME")))
+    page = monitor.open(1200, "?token=" + WATCHER_TOKEN, url=monitor.url.partition("?")[0])
+    connected(page)
+    assert page.locator("#record").is_disabled()  # nothing selected
+    page.locator(f"#sessions tbody tr[data-id='{info.id}']").click()
+    rendered(page, "RECORD-ME")
+    with page.expect_download() as caught:
+        page.locator("#record").click()
+    download = caught.value
+    assert download.suggested_filename == f"{info.id}.cast"
+    header, *lines = Path(download.path()).read_text().splitlines()
+    assert json.loads(header)["version"] == 3
+    events = [json.loads(line) for line in lines]
+    assert "".join(data for _, code, data in events if code == "o") == "RECORD-ME\r\n"
 
 
 # --------------------------------------------------------------------------------------------

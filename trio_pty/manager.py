@@ -702,6 +702,19 @@ class Manager(metaclass=_NoPublicConstructor):
             yield_ms=yield_ms,
         )
 
+    # ------------------------------------------------------------------ recordings
+
+    async def recording(self, session_id: str, *, owner: str = "default", format: int = 3) -> str:
+        """The session (running or ended, while it is kept) as an asciicast, `format` 3
+        (the default) or 2, one JSON text a line: its retained output with the times it
+        arrived, its resizes, a shell session's commands as markers, its exit last (v3). After
+        the output ring rotated, it starts at the ring's first byte. See `trio_pty.recording`
+        and docs/output.md."""
+        from . import recording
+
+        session = self._session(session_id, owner)
+        return await recording.recording(session, recording.cast_version(format))
+
 
 def _only_cancelled(exc: BaseException) -> bool:
     """A trio.Cancelled, or a group of nothing else."""

@@ -1,6 +1,7 @@
 """A session's reader task, the hot path: master fd -> stubber -> ring + line index, then
 wake whoever waits. Per chunk it only stores the chunk (and lets the stubber and the shell's
-mark parser look); per pass it notes the time and wakes the waiters (`Lifecycle`).
+mark parser look); per pass it notes the time, tells the output's timing index (a recording's
+clock: one comparison, at most one append per 10 ms) and wakes the waiters (`Lifecycle`).
 
 When it pauses between passes during a flood is `FloodPace`, a pure decision over sizes and
 times (tests/test_session_reader.py); the loop around it does the waiting.
@@ -187,4 +188,5 @@ def _read_available(session: Terminal, master: int, until_short: bool) -> int:
             break
     if got:
         session.lifecycle.output_arrived(prompted=prompted)
+        output.arrived(session.lifecycle.last_output_at)  # the clock read just above
     return got

@@ -574,7 +574,7 @@ class Session:
         self._check_running()
         spawn.set_window_size(self._master, rows, cols)
         self.rows, self.cols = rows, cols
-        self.output.note_size(rows, cols)
+        self.output.note_size(rows, cols, at=trio.current_time())
 
     async def until_leader_waits(self) -> None:
         """Until the leader is blocked in a system call rather than running, at most

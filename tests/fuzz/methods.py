@@ -42,6 +42,7 @@ BASE_PARAMS: dict[str, dict[str, Any]] = {
     "pty.kill": {"id": FAKE_SESSION},
     "pty.get": {"id": FAKE_SESSION},
     "pty.exec": {"command": "true"},
+    "pty.record": {"id": FAKE_SESSION},
     "pty.resize": {"id": FAKE_SESSION, "rows": 24, "cols": 80},
     "pty.signal": {"id": FAKE_SESSION, "signal": "INT"},
     "pty.attach": {"id": FAKE_SESSION},

@@ -273,6 +273,16 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     raw.add_argument("--limit", type=int, default=None, help="at most N bytes")
     raw.add_argument("-o", "--output", default="-", metavar="FILE", help="default: stdout")
 
+    record = verb("record", "write a session as an asciicast (what it retains) to stdout")
+    record.add_argument("id")
+    _owner(record)
+    record.add_argument(
+        "--format",
+        choices=("v3", "v2"),
+        default="v3",
+        help="asciicast v3 (the default) or v2 (older players, no exit event)",
+    )
+
     sig = verb("signal", "send a signal to the program in front (as Ctrl-C reaches it)")
     sig.add_argument("id")
     sig.add_argument("signal", help="INT, TERM, HUP, KILL, QUIT, USR1, WINCH, ...")

@@ -40,6 +40,7 @@ from trio_pty.wire import (
     OwnerDeleteParams,
     ReadParams,
     ReadRawParams,
+    RecordParams,
     ResizeParams,
     RunParams,
     ScreenParams,
@@ -510,6 +511,18 @@ async def _info(client: TrioPtyClient, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _record(client: TrioPtyClient, args: argparse.Namespace) -> int:
+    """The asciicast as the server wrote it (redirect it to a .cast file)."""
+    recording = await client.request(
+        RecordParams(id=args.id, owner=args.owner, format=int(args.format[1:]))
+    )
+    if args.json:
+        print_json(recording)
+    else:
+        sys.stdout.write(recording.cast)
+    return EXIT_OK
+
+
 async def _drain(client: TrioPtyClient, args: argparse.Namespace) -> int:
     print_json(await client.request(DrainParams(deadline_s=args.deadline)))
     return EXIT_OK
@@ -529,6 +542,7 @@ VERBS: Final[dict[str, Verb]] = {
     "wait": _wait,
     "resize": _resize,
     "read-raw": _read_raw,
+    "record": _record,
     "signal": _signal,
     "kill": _kill,
     "delete-owner": _delete_owner,

@@ -8,6 +8,7 @@ from typing import NamedTuple
 from .. import errors, model
 from . import modes
 from .lines import DEFAULT_STRETCH, HIDDEN, LineLog
+from .record import TimingIndex
 from .ring import DEFAULT_BLOCK_SIZE, ByteRing
 from .search import CompiledPattern
 
@@ -15,22 +16,25 @@ MAX_SIZE_RECORDS = 256
 
 
 class SizeRecord(NamedTuple):
-    """The window size from output offset `offset` on (`seq` orders records at one offset)."""
+    """The window size from output offset `offset` on (`seq` orders records at one offset),
+    set at monotonic time `at` (None: not told)."""
 
     seq: int
     offset: int
     rows: int
     cols: int
+    at: float | None = None
 
 
 class OutputBuffer:
     """The facade the session uses; pure, no I/O, no trio.
 
-    `append` is the reader's hot path (store the bytes, count newlines); everything textual
-    is computed when lines are read, and cached.
+    `append` is the reader's hot path (store the bytes, count newlines), and `arrived`
+    once per pass (when they came: `timing`); everything textual is computed when lines
+    are read, and cached.
     """
 
-    __slots__ = ("_log", "_ring", "_sizes", "_title", "_title_scanned")
+    __slots__ = ("_log", "_ring", "_sizes", "_timing", "_title", "_title_scanned")
 
     def __init__(
         self,
@@ -49,22 +53,24 @@ class OutputBuffer:
             stretch=stretch,
         )
         self._sizes: list[SizeRecord] = []
+        self._timing = TimingIndex()
         self._title: str | None = None
         self._title_scanned = 0
 
     # ------------------------------------------------------------------ terminal state
 
-    def note_size(self, rows: int, cols: int) -> None:
+    def note_size(self, rows: int, cols: int, *, at: float | None = None) -> None:
         """The window is `rows` x `cols` from the next byte on (a screen replay applies
-        each size at its offset, the line log wraps lines at that width). Records older
-        than the retained output are dropped."""
+        each size at its offset, the line log wraps lines at that width), set at monotonic
+        time `at` (a recording's resize event). Records older than the retained output are
+        dropped."""
         self._log.note_width(cols)
         sizes = self._sizes
         end = self.end_offset
         seq = sizes[-1].seq + 1 if sizes else 0
         if sizes and sizes[-1].offset == end:
             sizes.pop()  # nothing was written at the size it replaces
-        sizes.append(SizeRecord(seq, end, rows, cols))
+        sizes.append(SizeRecord(seq, end, rows, cols, at))
         start = self.start_offset
         while len(sizes) > 1 and (sizes[1].offset <= start or len(sizes) > MAX_SIZE_RECORDS):
             del sizes[0]
@@ -105,6 +111,17 @@ class OutputBuffer:
     def append(self, data: bytes) -> int:
         """Store a chunk of PTY output; return the offset of its first byte."""
         return self._log.append(data)
+
+    def arrived(self, now: float) -> None:
+        """Everything appended so far had arrived by `now` (the reader's clock, once per
+        pass); the times of what the ring dropped are forgotten with it."""
+        ring = self._ring
+        self._timing.arrived(ring.end_offset, now, ring.start_offset)
+
+    @property
+    def timing(self) -> TimingIndex:
+        """When each stretch of the retained output arrived (read it, do not feed it)."""
+        return self._timing
 
     @property
     def capacity(self) -> int:

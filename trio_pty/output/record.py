@@ -49,12 +49,16 @@ class TimingIndex:
         self._window = window
         self._limit = limit
 
-    def arrived(self, end: int, now: float) -> None:
-        """Output up to offset `end` has arrived at `now` (the reader's hot path)."""
+    def arrived(self, end: int, now: float, start: int = 0) -> None:
+        """Output up to offset `end` has arrived at `now` (the reader's hot path); the ring
+        holds the bytes from `start`. A new stretch first forgets those wholly before it
+        (so the common case, a stretch growing, costs one comparison and one store)."""
         times = self._times
         if len(times) > self._head and now - times[-1] < self._window:
             self._ends[-1] = end
             return
+        if start:
+            self.forget_before(start)
         self._ends.append(end)
         times.append(now)
         if len(times) - self._head > self._limit:
@@ -84,6 +88,14 @@ class TimingIndex:
         """When the byte at `offset` arrived (the time of its stretch), None if unknown."""
         i = bisect_right(self._ends, offset, self._head)
         return self._times[i] if i < len(self._times) else None
+
+    def copy(self) -> TimingIndex:
+        """The stretches as they are now, in an index that later output does not change
+        (a recording is written from it in a worker thread)."""
+        clone = TimingIndex(window=self._window, limit=self._limit)
+        clone._ends = self._ends[self._head :]
+        clone._times = self._times[self._head :]
+        return clone
 
     @property
     def count(self) -> int:

@@ -36,6 +36,7 @@ from trio_pty.wire import (
     OWNER_DELETE,
     READ,
     READ_RAW,
+    RECORD,
     RESIZE,
     RUN,
     SCREEN,
@@ -60,6 +61,8 @@ from trio_pty.wire import (
     RawOutput,
     ReadParams,
     ReadRawParams,
+    Recording,
+    RecordParams,
     ServerInfo,
     ServerInfoParams,
     SessionList,
@@ -168,6 +171,11 @@ async def _read_raw(ctx: Context, p: ReadRawParams) -> RawOutput:
     return RawOutput.of(chunk)
 
 
+async def _record(ctx: Context, p: RecordParams) -> Recording:
+    cast = await ctx.manager.recording(p.id, owner=p.owner, format=p.format)
+    return Recording(id=p.id, format=p.format, cast=cast)
+
+
 async def _list(ctx: Context, p: ListParams) -> SessionList:
     if p.all_owners:
         # Every owner's sessions this token may see (the monitor page's view).
@@ -211,6 +219,7 @@ HANDLERS: Final[dict[str, Route[Any, Any]]] = {
         Route(WRITE, call_manager(Manager.write)),
         Route(READ, chooses_form=_read),
         Route(READ_RAW, _read_raw),
+        Route(RECORD, _record),
         Route(SCREEN, call_manager(Manager.screen)),
         Route(LIST, _list),
         Route(GET, _get),

@@ -34,7 +34,7 @@ __all__ = ["FULL_ACCESS", "READ_ONLY_METHODS", "TokenScope"]
 #: `pty.signal`, `pty.spawn_shell` change it, so they are not here).
 READ_ONLY_METHODS: Final = frozenset(
     {"pty.read", "pty.read_raw", "pty.attach", "pty.detach", "pty.screen", "pty.list"}
-    | {"pty.commands", "pty.get", "server.info"}
+    | {"pty.commands", "pty.get", "server.info", "pty.record"}
 )
 # Server-wide methods (no owner) that a token limited to some owners may call too.
 _SCOPED_SERVER_METHODS: Final = frozenset({"server.info"})

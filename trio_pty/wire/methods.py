@@ -60,6 +60,7 @@ __all__ = [
     "OWNER_DELETE",
     "READ",
     "READ_RAW",
+    "RECORD",
     "RESIZE",
     "RUN",
     "SCREEN",
@@ -89,6 +90,8 @@ __all__ = [
     "RawOutput",
     "ReadParams",
     "ReadRawParams",
+    "RecordParams",
+    "Recording",
     "ResizeParams",
     "RunParams",
     "ScreenParams",
@@ -195,6 +198,16 @@ class SessionOutput:
 
     def chunk(self) -> OutputChunk:
         return OutputChunk(offset=self.offset, data=self.data, gap=self.gap)
+
+
+@attrs.frozen(kw_only=True)
+class Recording:
+    """`pty.record`'s result: the session as an asciicast file (`format` 3 or 2), one JSON
+    text a line; what the session retains (at most its output ring, JSON-escaped)."""
+
+    id: str
+    format: int
+    cast: str
 
 
 @attrs.frozen(kw_only=True)
@@ -377,6 +390,13 @@ class ReadRawParams(Params[RawOutput]):
 
 
 @attrs.frozen(kw_only=True)
+class RecordParams(Params[Recording]):
+    id: str
+    owner: str = DEFAULT_OWNER
+    format: int = 3  # asciicast v3, or 2
+
+
+@attrs.frozen(kw_only=True)
 class GetParams(Params[SessionInfo]):
     id: str
     owner: str = DEFAULT_OWNER
@@ -468,6 +488,7 @@ COMMANDS: Final = MethodSpec("pty.commands", CommandsParams, CommandList)
 WRITE: Final = MethodSpec("pty.write", WriteParams, WriteResult)
 READ: Final = MethodSpec("pty.read", ReadParams, ReadPage)
 READ_RAW: Final = MethodSpec("pty.read_raw", ReadRawParams, RawOutput)
+RECORD: Final = MethodSpec("pty.record", RecordParams, Recording)
 SCREEN: Final = MethodSpec("pty.screen", ScreenParams, Screen)
 GET: Final = MethodSpec("pty.get", GetParams, SessionInfo)
 EXEC: Final = MethodSpec("pty.exec", ExecParams, ExecResult)
@@ -496,6 +517,7 @@ METHODS: Final[Mapping[str, MethodSpec[Any, Any]]] = {
         WRITE,
         READ,
         READ_RAW,
+        RECORD,
         SCREEN,
         LIST,
         GET,

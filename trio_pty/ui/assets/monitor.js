@@ -968,6 +968,7 @@
       $('term-title').textContent = 'No session selected';
       status.hidden = true;
       $('kill').disabled = $('cleanup').disabled = true;
+      $('record').disabled = true;
       showSize();
       note('');
       return;
@@ -992,6 +993,7 @@
     }
     $('kill').disabled = view.removed || !drives(info) || !state.connected;
     $('cleanup').disabled = view.removed || state.readOnly || !state.connected;
+    $('record').disabled = view.removed || !state.connected;
     showSize();
   }
 
@@ -1109,6 +1111,26 @@
     }
     await refresh();
     toolbar();
+  }
+
+  // The selected session as an asciicast v3 file (pty.record), saved through a Blob link:
+  // what the server keeps of it, so a session gone from the server has none.
+  async function downloadRecording() {
+    const view = state.active;
+    if (!view || !state.connected) return;
+    try {
+      const recording = await state.rpc.call('pty.record', { id: view.id, owner: view.owner });
+      const url = URL.createObjectURL(new Blob([recording.cast], { type: 'application/x-asciicast' }));
+      const link = document.createElement('a');
+      link.href = url;
+      link.download = `${view.id}.cast`;
+      document.body.append(link);
+      link.click();
+      link.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60000);
+    } catch (error) {
+      note(`recording failed: ${error.message}`);
+    }
   }
 
   function showSpawnForm(open) {
@@ -1292,6 +1314,7 @@
     if (ownerFilter.length) $('spawn-form').elements.owner.placeholder = ownerFilter[0];
     $('kill').addEventListener('click', () => kill(false));
     $('cleanup').addEventListener('click', () => kill(true));
+    $('record').addEventListener('click', downloadRecording);
     $('spawn-toggle').addEventListener('click', () => showSpawnForm($('spawn-form').hidden));
     $('spawn-cancel').addEventListener('click', () => showSpawnForm(false));
     $('spawn-form').addEventListener('submit', spawn);
