@@ -19,7 +19,8 @@ class Attachment:
     grow and never stalls another consumer; one that falls more than the ring behind gets a
     chunk flagged `gap` and resumes at the oldest retained line. A `driver` is a client that
     answers terminal queries itself, so the session stops answering them while it is there.
-    Its session sees it only through the lifecycle: attached (not idle), driven, detached.
+    Its session sees it only through the lifecycle: attached (not idle, unless it is not
+    `active`), driven, detached.
     """
 
     def __init__(
@@ -30,10 +31,12 @@ class Attachment:
         *,
         driver: bool,
         chunk_bytes: int,
+        active: bool = True,
     ) -> None:
         self._output = output
         self._lifecycle = lifecycle
         self._driver = driver
+        self._active = active
         self._chunk_bytes = chunk_bytes
         self._closed = False
         self._gap = False
@@ -42,7 +45,7 @@ class Attachment:
             self._cursor = self._safe_start()
         else:
             self._cursor = offset
-        lifecycle.attached(driver=driver)
+        lifecycle.attached(driver=driver, active=active)
 
     @property
     def cursor(self) -> int:
@@ -63,7 +66,7 @@ class Attachment:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._lifecycle.detached(driver=self._driver)
+            self._lifecycle.detached(driver=self._driver, active=self._active)
 
     def __aiter__(self) -> Attachment:
         return self
