@@ -14,12 +14,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 from trio_websocket import WebSocketConnection
 
 import trio_pty
 from trio_pty import Limits
 from trio_pty.lifecycle import Lifecycle
+from trio_pty.manager import EVERYONE, Tenant
 from trio_pty.rpc.config import parse_config
 from trio_pty.rpc.tokens import ScopedToken
 from trio_pty.server.server import RpcServer, ServerOptions, open_server
@@ -120,6 +122,25 @@ async def test_a_tokens_max_sessions_leaves_room_for_the_server_token() -> None:
             await spawned(admin, "ops")
             await spawned(admin, "ops")
             assert len(server.manager.list_all()) == 4
+
+
+async def test_a_tenants_bound_counts_after_the_owners_eviction() -> None:
+    """The library face of the same rule (`Manager.spawn(tenant=...)`): a spawn at its
+    owner's quota evicts that owner's ended session first, and the tenant's bound then
+    counts what is left, so one eviction is enough and nothing else is taken."""
+    limits = Limits(max_sessions=8, max_sessions_per_owner=2, terminate_grace=0.2)
+    team = Tenant("team", sees=lambda owner: owner in ("ann", "bob"), max_sessions=3)
+    with trio.fail_after(30):
+        async with trio_pty.open_manager(limits) as manager:
+            ended = await manager.spawn("cat", owner="ann", description="ended")
+            await manager.kill(ended.id, owner="ann")  # returns once torn down
+            await manager.spawn("cat", owner="ann", description="live")
+            await manager.spawn("cat", owner="bob", description="live")
+            await manager.spawn("cat", owner="ann", description="new", tenant=team)
+            assert sorted(s.owner for s in manager.list_all()) == ["ann", "ann", "bob"]
+            with pytest.raises(trio_pty.LimitExceeded, match="'team' already has 3"):
+                await manager.spawn("cat", owner="bob", description="over", tenant=team)
+            await manager.spawn("cat", owner="cyd", description="other", tenant=EVERYONE)
 
 
 async def test_a_tokens_deletions_cannot_push_out_another_owners() -> None:

@@ -1098,8 +1098,10 @@ class _Admission:
                 "(max_sessions_per_owner), none of them ended and torn down",
             )
         if tenant.max_sessions is not None:
-            pending = sum(n for name, n in self.pending.items() if tenant.sees(name))
-            if len(visible) + pending >= tenant.max_sessions and not (
+            # Counted now, after any eviction above.
+            held = sum(1 for s in self._sessions.values() if tenant.sees(s.owner))
+            held += sum(n for name, n in self.pending.items() if tenant.sees(name))
+            if held >= tenant.max_sessions and not (
                 self._evict_oldest_ended(owned_evictable) or self._evict_oldest_ended(visible)
             ):
                 self._refuse(
