@@ -23,8 +23,9 @@ What is checked (after every rule unless said otherwise):
   neither do sessions still holding processes or a PTY (those being torn down included);
 - list()/list_all() agree with the model: same ids, registry order, owner; each owner sees
   only its own; a spawn evicts exactly the session the model predicts (the oldest one of the
-  owner that ended and was torn down, then of anyone) or is refused with exactly the
-  owner's live ids;
+  owner that ended and was torn down, then of any owner its tenant sees: every owner, or
+  two of three for a token's `Tenant` with a bound of its own) or is refused with exactly
+  the owner's live ids;
 - statuses only move forward (running -> exited, running -> killing -> killed), byte and line
   counts never shrink, an "exited" session is one whose program exits by itself, with the
   exit code the program gives (a stolen exit status would show here), a session that exited

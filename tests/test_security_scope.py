@@ -16,12 +16,15 @@ from typing import Any
 
 import pytest
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 from trio_websocket import WebSocketConnection
 
 import trio_pty
 from trio_pty import Limits
 from trio_pty.lifecycle import Lifecycle
 from trio_pty.manager import EVERYONE, Tenant
+from trio_pty.output.cursors import Cursor, ReadCursors
 from trio_pty.rpc.config import parse_config
 from trio_pty.rpc.tokens import ScopedToken
 from trio_pty.server.server import RpcServer, ServerOptions, open_server
@@ -201,6 +204,62 @@ async def test_named_read_cursors_are_kept_per_token() -> None:
             # The cursor the admin's client keeps did not move.
             assert "beta" in await texts(admin, last)
             assert server.manager.get(session["id"], owner="shared").status == "running"
+
+
+async def test_made_up_reader_names_cannot_push_out_another_sessions_cursors() -> None:
+    """Finding (beside the issue's): cursors were dropped least recently used across the
+    whole server, so a token reading its own session under many made-up reader names
+    dropped the cursor another client keeps on another owner's session, whose next
+    `since="last"` then started over from the oldest line. Each session keeps its share."""
+    limits = Limits(max_sessions=4, max_read_cursors=8, terminate_grace=0.2)
+    with trio.fail_after(30):
+        async with (
+            serving(limits) as server,
+            open_ws(server.url, bearer(TOKEN)) as admin,
+            open_ws(server.url, bearer(CI)) as ci,
+        ):
+            session_id = await spawned(admin, "ops", command="sh", args=["-c", "echo seen"])
+            theirs = {"id": session_id, "owner": "ops"}
+            await server.manager.wait_exit(session_id, owner="ops")  # all its output is in
+            last = {**theirs, "since": "last", "reader": "cli"}
+            first = await rpc(admin, 2, "pty.read", last)
+            assert [line["text"] for line in first["result"]["lines"]] == ["seen"], first
+            ours = {"id": await spawned(ci, "ci-1"), "owner": "ci-1"}
+            for number in range(limits.max_read_cursors + 1):
+                params = {**ours, "since": "last", "reader": f"made-up-{number}"}
+                assert "result" in await rpc(ci, number, "pty.read", params)
+            again = await rpc(admin, 3, "pty.read", last)
+            assert again["result"]["lines"] == [], again  # nothing new since its last read
+
+
+@given(
+    capacity=st.integers(1, 64),
+    sessions=st.integers(1, 8),
+    sets=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 40)), max_size=200),
+)
+def test_read_cursors_stay_within_capacity_and_within_each_session(
+    capacity: int, sessions: int, sets: list[tuple[int, int]]
+) -> None:
+    """With at most `sessions` sessions, all cursors stay within `capacity` (or one per
+    session, when there are more sessions than that), and setting a cursor of one session
+    never drops a cursor of another."""
+    cursors = ReadCursors(capacity, sessions=sessions)
+    for session, reader in sets:
+        session_id = f"s{session % sessions}"
+        others = {
+            (f"s{other}", f"r{key}"): cursors.get(f"s{other}", f"r{key}")
+            for other in range(sessions)
+            if other != session % sessions
+            for key in range(41)
+        }
+        cursors.set(session_id, f"r{reader}", Cursor(reader, reader))
+        assert cursors.get(session_id, f"r{reader}") == Cursor(reader, reader)
+        for (other_id, key), before in others.items():
+            assert cursors.get(other_id, key) == before
+        assert len(cursors) <= max(capacity, sessions)
+    for session in range(sessions):
+        cursors.forget(f"s{session}")
+    assert len(cursors) == 0
 
 
 async def test_a_read_only_attachment_does_not_keep_a_session_alive() -> None:

@@ -173,7 +173,7 @@ class Manager(metaclass=_NoPublicConstructor):
             on_exit=self._notify,
         )
         self._screens = ScreenCache(limits.max_live_screens, limits.screen_idle_timeout)
-        self._cursors = ReadCursors(limits.max_read_cursors)
+        self._cursors = ReadCursors(limits.max_read_cursors, sessions=limits.max_sessions)
         self._drain = _Drain(limits, live=self._live)
         self._admission = _Admission(limits, self._sessions, self._drain, remove=self._remove)
 
