@@ -19,8 +19,7 @@ class Attachment:
     grow and never stalls another consumer; one that falls more than the ring behind gets a
     chunk flagged `gap` and resumes at the oldest retained line. A `driver` is a client that
     answers terminal queries itself, so the session stops answering them while it is there.
-    Its session sees it only through the lifecycle: attached (not idle, unless it is not
-    `active`), driven, detached.
+    Its session sees it only through the lifecycle: attached (not idle), driven, detached.
     """
 
     def __init__(
@@ -36,7 +35,7 @@ class Attachment:
         self._output = output
         self._lifecycle = lifecycle
         self._driver = driver
-        self._active = active
+        self._active = active  # False: a watcher (read-only token), which is not activity
         self._chunk_bytes = chunk_bytes
         self._closed = False
         self._gap = False
