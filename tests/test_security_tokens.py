@@ -409,6 +409,10 @@ def test_the_scope_is_decided_for_every_method_before_it_starts() -> None:
     reader = TokenScope(name="reader", read_only=True)
     assert outcome(reader, "server.pretend_wide", {}) == "permission_denied"
     assert outcome(reader, "server.drain", {}) == "permission_denied"  # every owner, read-only
+    # A named read cursor is kept for clients that may change things (issue 30, finding 3).
+    named = {"id": "pty_1", "since": "last", "reader": "cli"}
+    assert outcome(reader, "pty.read", named) == "permission_denied"
+    assert outcome(reader, "pty.read", {**named, "reader": None}) == "start"
     # Every method the wire has is decided: a read-only token may start exactly these, and
     # a token limited to owner "a" none on owner "b" (a new method must be added here).
     valid: dict[str, dict[str, Any]] = {
@@ -435,11 +439,7 @@ def test_the_scope_is_decided_for_every_method_before_it_starts() -> None:
     assert set(valid) == set(METHODS)
     starts = {name for name, params in valid.items() if outcome(reader, name, params) == "start"}
     read_only = {"pty.read", "pty.read_raw", "pty.list", "pty.attach", "pty.detach"}
-    assert starts == read_only | {"pty.commands", "pty.screen", "pty.get", "server.info"}
-    # A named read cursor is kept for clients that may change things (issue 30, finding 3).
-    named = {"id": "pty_1", "since": "last", "reader": "cli"}
-    assert outcome(reader, "pty.read", named) == "permission_denied"
-    assert outcome(reader, "pty.read", {**named, "reader": None}) == "start"
+    assert starts == read_only | {"pty.commands", "pty.screen", "server.info", "pty.get"}
     for name, params in valid.items():
         if name == "server.drain":  # names no owner: refused for "a" too (above)
             assert outcome(team, name, params) == "permission_denied"
