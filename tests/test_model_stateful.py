@@ -23,8 +23,9 @@ What is checked (after every rule unless said otherwise):
   neither do sessions still holding processes or a PTY (those being torn down included);
 - list()/list_all() agree with the model: same ids, registry order, owner; each owner sees
   only its own; a spawn evicts exactly the session the model predicts (the oldest one of the
-  owner that ended and was torn down, then of anyone) or is refused with exactly the
-  owner's live ids;
+  owner that ended and was torn down, then of any owner its tenant sees: every owner, or
+  two of three for a token's `Tenant` with a bound of its own) or is refused with exactly
+  the owner's live ids;
 - statuses only move forward (running -> exited, running -> killing -> killed), byte and line
   counts never shrink, an "exited" session is one whose program exits by itself, with the
   exit code the program gives (a stolen exit status would show here), a session that exited
@@ -86,7 +87,7 @@ from hypothesis.stateful import (
 
 import trio_pty
 from trio_pty import Limits, Wait, errors
-from trio_pty.manager import Manager
+from trio_pty.manager import EVERYONE, Manager, Tenant
 from trio_pty.model import ExitEvent, SessionInfo
 
 from . import leaks
@@ -119,6 +120,10 @@ MEASURED: dict[str, list[float]] = collections.defaultdict(list)
 WAIT_SLACK = 0.5  # how late a bounded Wait may return past its timeout
 STEP_TIMEOUT = 20.0  # no single rule may take longer (trio.fail_after inside the loop)
 OWNERS = ("ann", "bob", "cyd")
+# A token's view of the manager (issue 30, finding 3): two of the owners, and a bound of its
+# own below max_sessions; its spawns evict only what it sees.
+TEAM = Tenant("team", sees=lambda owner: owner in ("ann", "bob"), max_sessions=3)
+TENANTS = {"everyone": EVERYONE, "team": TEAM}
 BURST = 10  # concurrent spawns for one owner, the first step of every example
 
 # ------------------------------------------------------------------------------ the menu
@@ -451,12 +456,14 @@ class ManagerModel(RuleBasedStateMachine):
 
     # -------------------------------------------------------------- spawning
 
-    def predict_spawn(self, owner: str) -> tuple[str, list[str]]:
+    def predict_spawn(self, owner: str, tenant: Tenant = EVERYONE) -> tuple[str, list[str]]:
         """("deleted", []), ("refused", live ids of the owner) or ("ok", evicted ids): the
-        manager's reservation rule, applied to the statuses observed just now."""
+        manager's reservation rule, applied to the statuses observed just now; `tenant`
+        evicts only sessions of owners it sees, and holds those to its own bound."""
         if owner in self.deleted:
             return "deleted", []
         sessions = list(self.tracked.values())
+        visible = [t for t in sessions if tenant.sees(t.owner)]
         owned = [t for t in sessions if t.owner == owner]
         live = [t.id for t in owned if t.status == "running"]
         evicted: list[str] = []
@@ -468,15 +475,22 @@ class ManagerModel(RuleBasedStateMachine):
 
         # Refused at first, a spawn waits for an ended session still being torn down (if
         # any) and tries once more: its outcome then depends on that wait ("waits").
-        dying = any(t.status != "running" and not t.finished for t in sessions)
+        dying = any(t.status != "running" and not t.finished for t in visible)
         refused = ("waits", live) if dying else ("refused", live)
         if len(owned) >= LIMITS.max_sessions_per_owner:
             victim = oldest_ended(owned)
             if victim is None:
                 return refused
             evicted.append(victim.id)
+        if tenant.max_sessions is not None:
+            held = [t for t in visible if t.id not in evicted]
+            if len(held) >= tenant.max_sessions:
+                victim = oldest_ended(owned) or oldest_ended(visible)
+                if victim is None:
+                    return refused
+                evicted.append(victim.id)
         if len(sessions) - len(evicted) >= LIMITS.max_sessions:
-            victim = oldest_ended(owned) or oldest_ended(sessions)
+            victim = oldest_ended(owned) or oldest_ended(visible)
             if victim is None:
                 return refused
             evicted.append(victim.id)
@@ -493,16 +507,23 @@ class ManagerModel(RuleBasedStateMachine):
         program=st.sampled_from(PROGRAM_NAMES),
         timeout=st.sampled_from([None, None, None, 0.3]),
         notify=st.booleans(),
+        tenant=st.sampled_from(sorted(TENANTS)),
     )
-    def spawn(self, owner: str, program: str, timeout: float | None, notify: bool) -> str:
+    def spawn(
+        self, owner: str, program: str, timeout: float | None, notify: bool, tenant: str
+    ) -> str:
         self.spawns_since_open += 1
-        return self.run(self._spawn, owner, program, timeout, notify)
+        return self.run(self._spawn, owner, program, timeout, notify, TENANTS[tenant])
 
-    async def _spawn(self, owner: str, name: str, timeout: float | None, notify: bool) -> str:
+    async def _spawn(
+        self, owner: str, name: str, timeout: float | None, notify: bool, tenant: Tenant
+    ) -> str:
         program = PROGRAMS[name]
+        if not tenant.sees(owner):
+            tenant = EVERYONE  # a token's scope refuses that spawn before the manager
         self.refresh()
-        verdict, ids = self.predict_spawn(owner)
-        note(f"spawn {name} for {owner}: the model expects {verdict} {ids}")
+        verdict, ids = self.predict_spawn(owner, tenant)
+        note(f"spawn {name} for {owner} ({tenant.name}): the model expects {verdict} {ids}")
         try:
             info = await self.manager.spawn(
                 program.command,
@@ -511,6 +532,7 @@ class ManagerModel(RuleBasedStateMachine):
                 description=name,
                 timeout=timeout,
                 notify_on_exit=notify,
+                tenant=tenant,
             )
         except errors.OwnerDeleted:
             assert verdict == "deleted"

@@ -404,6 +404,10 @@ def test_the_scope_is_decided_for_every_method_before_it_starts() -> None:
     reader = TokenScope(name="reader", read_only=True)
     assert outcome(reader, "server.pretend_wide", {}) == "permission_denied"
     assert outcome(reader, "server.drain", {}) == "permission_denied"  # every owner, read-only
+    # A named read cursor is kept for clients that may change things (issue 30, finding 3).
+    named = {"id": "pty_1", "since": "last", "reader": "cli"}
+    assert outcome(reader, "pty.read", named) == "permission_denied"
+    assert outcome(reader, "pty.read", {**named, "reader": None}) == "start"
     # Every method the wire has is decided: a read-only token may start exactly these, and
     # a token limited to owner "a" none on owner "b" (a new method must be added here).
     valid: dict[str, dict[str, Any]] = {
@@ -449,14 +453,15 @@ def test_tokens_in_the_config(tmp_path: Path) -> None:
     config = parse_config(
         {
             "tokens": [
-                {"name": "ci", "file": "~/ci.token", "owners": ["ci-*"]},
+                {"name": "ci", "file": "~/ci.token", "owners": ["ci-*"], "max_sessions": 4},
                 {"name": "view", "env": "VIEW_TOKEN", "owners": ["*"], "read_only": True},
             ]
         }
     )
     ci, view = config.tokens
     assert ci.source.file == os.path.expanduser("~/ci.token") and ci.source.env is None
-    assert ci.scope == TokenScope(name="ci", owners=("ci-*",))
+    assert ci.scope == TokenScope(name="ci", owners=("ci-*",), max_sessions=4)
+    assert ci.scope.max_connections is None  # the server's own bounds only
     assert view.source.env == "VIEW_TOKEN" and view.scope.read_only
     environ = {"VIEW_TOKEN": "v-token"}
     assert view.source.read(environ) == "v-token" and environ == {}
@@ -474,6 +479,9 @@ def test_tokens_in_the_config(tmp_path: Path) -> None:
         ({"name": "x", "file": "f", "owners": ["a"], "read_only": "yes"}, "read_only must be"),
         ({"file": "f", "owners": ["a"]}, "name must be"),
         ({"name": "x", "file": "f", "owners": ["a"], "colour": 1}, "unknown key(s): colour"),
+        ({"name": "x", "file": "f", "owners": ["a"], "max_sessions": 0}, "max_sessions must"),
+        ({"name": "x", "file": "f", "owners": ["a"], "max_connections": -1}, "max_connections"),
+        ({"name": "x", "file": "f", "owners": ["a"], "max_sessions": "2"}, "max_sessions"),
     ],
 )
 def test_token_entries_are_checked(entry: dict[str, Any], message: str) -> None:
@@ -513,6 +521,13 @@ def test_every_token_is_unique() -> None:
     scope = TokenScope(name="x")
     with pytest.raises(ValueError, match="two tokens are the same"):
         ServerOptions(token=TOKEN, scoped_tokens=(ScopedToken(TOKEN, scope),))
+    # Deletions and named cursors are kept per token name: no scoped token shares the
+    # server's own (issue 30, finding 3).
+    server = TokenScope(name="server", owners=("ci-*",))
+    with pytest.raises(ValueError, match="same name"):
+        ServerOptions(token=TOKEN, scoped_tokens=(ScopedToken(TEAM_A, server),))
+    with pytest.raises(ConfigError, match="the name of the server's own token"):
+        parse_config({"tokens": [{"name": "server", "env": "E", "owners": ["a"]}]})
 
 
 async def test_serve_with_scoped_tokens_from_a_file_and_the_environment(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         WriteTimeout,
     )
     from .limits import Limits
-    from .manager import Manager, open_manager
+    from .manager import Manager, Tenant, open_manager
     from .model import (
         CommandInfo,
         CommandResult,
@@ -75,6 +75,7 @@ _EXPORTS: Final[dict[str, str]] = {
     ),
     "Limits": ".limits",
     "Manager": ".manager",
+    "Tenant": ".manager",
     "open_manager": ".manager",
     **dict.fromkeys(
         (
@@ -135,6 +136,7 @@ __all__ = [
     "SessionNotFound",
     "SignalResult",
     "SpawnFailed",
+    "Tenant",
     "Wait",
     "WriteResult",
     "WriteTimeout",

@@ -30,10 +30,12 @@ class Attachment:
         *,
         driver: bool,
         chunk_bytes: int,
+        active: bool = True,
     ) -> None:
         self._output = output
         self._lifecycle = lifecycle
         self._driver = driver
+        self._active = active  # False: a watcher (read-only token), which is not activity
         self._chunk_bytes = chunk_bytes
         self._closed = False
         self._gap = False
@@ -42,7 +44,7 @@ class Attachment:
             self._cursor = self._safe_start()
         else:
             self._cursor = offset
-        lifecycle.attached(driver=driver)
+        lifecycle.attached(driver=driver, active=active)
 
     @property
     def cursor(self) -> int:
@@ -63,7 +65,7 @@ class Attachment:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._lifecycle.detached(driver=self._driver)
+            self._lifecycle.detached(driver=self._driver, active=self._active)
 
     def __aiter__(self) -> Attachment:
         return self

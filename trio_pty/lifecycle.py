@@ -351,17 +351,21 @@ class Lifecycle:
 
     # ----------------------------------------------------------------- attachments and idleness
 
-    def attached(self, *, driver: bool) -> None:
-        self._attached += 1
+    def attached(self, *, driver: bool, active: bool = True) -> None:
+        """An attachment opened; an `active` one keeps the session from being idle (a
+        read-only token's is not active: watching is not using)."""
+        self._attached += active
         self._drivers += driver
 
-    def detached(self, *, driver: bool) -> None:
-        """An attachment closed: idleness counts from now, and its waits end."""
-        self._attached -= 1
+    def detached(self, *, driver: bool, active: bool = True) -> None:
+        """An attachment closed: idleness counts from now (from an active one only), and its
+        waits end."""
+        self._attached -= active
         self._drivers -= driver
-        self._last_detach_at = trio.current_time()
-        if self._detached_lot is not None:
-            self._detached_lot.unpark_all()
+        if active:
+            self._last_detach_at = trio.current_time()
+            if self._detached_lot is not None:
+                self._detached_lot.unpark_all()
         self.wake_readers()
 
     @property

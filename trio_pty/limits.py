@@ -83,7 +83,8 @@ class Limits:
     # 80 x 24), and how long one is kept without a snapshot.
     max_live_screens: int = attrs.field(default=16, validator=_positive)
     screen_idle_timeout: float = attrs.field(default=300.0, validator=_positive)
-    # Read cursors (`read(since="last")`) kept across all sessions and readers.
+    # Read cursors (`read(since="last")`) kept across all sessions and readers: each session
+    # keeps its share (max_read_cursors // max_sessions, at least one).
     max_read_cursors: int = attrs.field(default=4096, validator=_positive)
 
     # Input.

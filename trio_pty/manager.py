@@ -3,8 +3,9 @@
 `Manager` looks sessions up for their owner and hands the work on: starting one to
 `spawning.py`, a shell's commands to `commands.py`, reads, writes and the screen to
 `terminal.py` (a read planned by `output/pages.py`). What stays here is what the manager
-owns: who may start a session (`_Admission`: closing, deleted owners, quotas, eviction),
-the drain (`_Drain`), and the runners and the shutdown (`_Runners`).
+owns: who may start a session (`_Admission`: closing, deleted owners, quotas, eviction,
+each as far as the caller's `Tenant` reaches), the drain (`_Drain`), and the runners and
+the shutdown (`_Runners`).
 
 Every session's task tree runs in the manager's root nursery, so cancelling that nursery is
 the cleanup: each session's `finally` tears it down, shielded and bounded by close_timeout,
@@ -21,8 +22,9 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Literal, NoReturn, TypeVar
+from typing import Any, Final, Literal, NoReturn, TypeVar
 
+import attrs
 import trio
 
 from . import commands, errors, terminal
@@ -60,6 +62,28 @@ from .spawning import ShellStart, Spawner, SpawnOptions, until_first_prompt, unt
 log = logging.getLogger("trio_pty")
 
 T = TypeVar("T")
+
+
+def _every_owner(owner: str) -> bool:
+    return True
+
+
+@attrs.frozen
+class Tenant:
+    """Who asks for a session or an owner's deletion, as admission sees them: a server token's
+    scope reduced to what the manager needs (never the token itself).
+
+    A spawn evicts only ended sessions of owners it `sees`, and `max_sessions` (None: no
+    bound of its own) counts the sessions of those owners; the owners it deletes are
+    remembered under its `name`, so that deleting many owners pushes out only its own earlier
+    deletions. `EVERYONE`, the default, is the library's view and the server's own token's."""
+
+    name: str
+    sees: Callable[[str], bool] = _every_owner
+    max_sessions: int | None = None
+
+
+EVERYONE: Final = Tenant("")
 
 _subreaper_users = 0
 _subreaper_was_on = False
@@ -149,7 +173,7 @@ class Manager(metaclass=_NoPublicConstructor):
             on_exit=self._notify,
         )
         self._screens = ScreenCache(limits.max_live_screens, limits.screen_idle_timeout)
-        self._cursors = ReadCursors(limits.max_read_cursors)
+        self._cursors = ReadCursors(limits.max_read_cursors, sessions=limits.max_sessions)
         self._drain = _Drain(limits, live=self._live)
         self._admission = _Admission(limits, self._sessions, self._drain, remove=self._remove)
 
@@ -203,6 +227,7 @@ class Manager(metaclass=_NoPublicConstructor):
         cols: int = 80,
         ready: Wait | None = None,
         idle_timeout: float | None = None,
+        tenant: Tenant = EVERYONE,
     ) -> SessionInfo:
         """Start `command` under a new PTY and return once it runs, or, with `ready`, once
         it is ready (pattern seen, quiet after some output, exited, or the wait timed out);
@@ -210,7 +235,8 @@ class Manager(metaclass=_NoPublicConstructor):
 
         `timeout` kills it after that many seconds; `idle_timeout` (default
         `limits.idle_timeout`) once it had no output, no input and no attached client for
-        that long. Either way `timed_out` is true and `reason` says which."""
+        that long. Either way `timed_out` is true and `reason` says which. `tenant` is whom
+        it is for: what a full quota may evict, and the tenant's own bound."""
         options = SpawnOptions(
             owner=owner,
             command=command,
@@ -225,7 +251,7 @@ class Manager(metaclass=_NoPublicConstructor):
             rows=rows,
             cols=cols,
         )
-        return await self._spawn(options, ready)
+        return await self._spawn(options, ready, tenant=tenant)
 
     async def spawn_shell(
         self,
@@ -243,6 +269,7 @@ class Manager(metaclass=_NoPublicConstructor):
         title: str | None = None,
         notify_on_exit: bool = False,
         idle_timeout: float | None = None,
+        tenant: Tenant = EVERYONE,
     ) -> SessionInfo:
         """Start bash or zsh (`shell`: "bash", "zsh" or a path to one; None: the user's
         $SHELL when it is one of those, else bash) that reports each command through marks
@@ -271,7 +298,7 @@ class Manager(metaclass=_NoPublicConstructor):
                 rows=rows,
                 cols=cols,
             )
-            info = await self._spawn(options, None, shell=start)
+            info = await self._spawn(options, None, shell=start, tenant=tenant)
             session = self._sessions[info.id]
             failed = await until_first_prompt(session, start, deadline)
         finally:
@@ -282,12 +309,17 @@ class Manager(metaclass=_NoPublicConstructor):
         raise failed
 
     async def _spawn(
-        self, requested: SpawnOptions, ready: Wait | None, *, shell: ShellStart | None = None
+        self,
+        requested: SpawnOptions,
+        ready: Wait | None,
+        *,
+        shell: ShellStart | None = None,
+        tenant: Tenant = EVERYONE,
     ) -> SessionInfo:
         """`_start` counted and logged: "started", or the kind of the error that refused it
         (a wrong option too: the options are checked here, once)."""
         try:
-            info = await self._start(requested.checked(self.limits), ready, shell)
+            info = await self._start(requested.checked(self.limits), ready, shell, tenant)
         except errors.PtyError as exc:
             self.stats.spawns[exc.kind] += 1
             log.info(
@@ -301,13 +333,13 @@ class Manager(metaclass=_NoPublicConstructor):
         return info
 
     async def _start(
-        self, options: SpawnOptions, ready: Wait | None, shell: ShellStart | None
+        self, options: SpawnOptions, ready: Wait | None, shell: ShellStart | None, tenant: Tenant
     ) -> SessionInfo:
         """A quota slot, then the workdir and the rules (Spawner), then the session's task;
         for a shell session (`shell`) with its startup files and its tracker."""
         ready_pattern = pages.check_wait(ready, self.limits, shell=shell is not None)
         self._spawner.check_env(options)
-        reservation = await self._admission.reserve_or_wait(options.owner)
+        reservation = await self._admission.reserve_or_wait(options.owner, tenant)
         try:
             async with self._spawner.workdir(options) as handle:
                 self._admission.check(options.owner)
@@ -577,14 +609,16 @@ class Manager(metaclass=_NoPublicConstructor):
         owner: str = "default",
         offset: int | None = None,
         driver: bool = False,
+        active: bool = True,
     ) -> AsyncIterator[Attachment]:
         """Stream raw output: `async for chunk in attachment` gives OutputChunks, first the
         retained snapshot (or exactly the bytes after `offset`), then live output, until the
-        session is removed or has ended and everything was delivered."""
+        session is removed or has ended and everything was delivered. An `active` attachment
+        keeps the session from its idle timeout; a watcher's (`active=False`) does not."""
         session = self._session(session_id, owner)
         if offset is not None:
             offset = validate.byte_offset(offset)
-        attachment = session.attach(offset, driver=driver)
+        attachment = session.attach(offset, driver=driver, active=active)
         try:
             yield attachment
         finally:
@@ -616,11 +650,12 @@ class Manager(metaclass=_NoPublicConstructor):
             self._remove(session)
         return session.info()
 
-    async def delete_owner(self, owner: str) -> int:
+    async def delete_owner(self, owner: str, *, tenant: Tenant = EVERYONE) -> int:
         """Forget an owner: refuse its future spawns, then reap and remove all its sessions.
-        Returns how many sessions were removed."""
+        Returns how many sessions were removed. The deletion is remembered among `tenant`'s
+        (the last `limits.deleted_owners_remembered` of each tenant)."""
         validate.owner(owner, self.limits)
-        await self._admission.delete(owner)
+        await self._admission.delete(owner, tenant)
         sessions = [s for s in self._sessions.values() if s.owner == owner]
         async with trio.open_nursery() as nursery:
             for session in sessions:
@@ -681,6 +716,7 @@ class Manager(metaclass=_NoPublicConstructor):
         cols: int = 80,
         timeout: float | None = None,
         yield_ms: int | None = None,
+        tenant: Tenant = EVERYONE,
     ) -> ExecResult:
         """Run one command line the way a script runs (`bash -lc COMMAND`, or `shell`),
         under a PTY of its own; return once it and what it left behind have ended, or after
@@ -700,6 +736,7 @@ class Manager(metaclass=_NoPublicConstructor):
             cols=cols,
             timeout=timeout,
             yield_ms=yield_ms,
+            tenant=tenant,
         )
 
     # ------------------------------------------------------------------ recordings
@@ -981,9 +1018,9 @@ class _Runners:
 
 class _Admission:
     """Who may start a session: the manager not closing, the owner not deleted, no drain
-    begun, and a quota slot (per owner, in all), reserved before the spawn's first await;
-    an ended session is evicted to make room (never a live one), a full quota refused with
-    the owner's live ids."""
+    begun, and a quota slot (per owner, per tenant, in all), reserved before the spawn's
+    first await; an ended session is evicted to make room (never a live one, and only one
+    the tenant sees), a full quota refused with the owner's live ids."""
 
     def __init__(
         self,
@@ -998,7 +1035,9 @@ class _Admission:
         self._drain = drain
         self._remove = remove
         self.closing = False
-        self._deleted: collections.OrderedDict[str, None] = collections.OrderedDict()
+        # Deleted owners, the last few of each tenant: one tenant's flood of deletions
+        # cannot push out another's.
+        self._deleted: dict[str, collections.OrderedDict[str, None]] = {}
         self.pending: collections.Counter[str] = collections.Counter()  # reserved slots
         self._settled = trio.lowlevel.ParkingLot()  # a reservation was given back
 
@@ -1011,58 +1050,81 @@ class _Admission:
     def check_accepting(self, owner: str) -> None:
         if self.closing:
             raise errors.ManagerClosing()
-        if owner in self._deleted:
+        if self._is_deleted(owner):
             raise errors.OwnerDeleted(owner)
+
+    def _is_deleted(self, owner: str) -> bool:
+        return any(owner in deleted for deleted in self._deleted.values())
 
     def notifies(self, owner: str) -> bool:
         """Whether an owner's exit events are still delivered."""
-        return not self.closing and owner not in self._deleted
+        return not self.closing and not self._is_deleted(owner)
 
-    async def delete(self, owner: str) -> None:
-        """Refuse the owner's spawns from now on (the last owners deleted are remembered),
-        then wait for those in flight (bounded by spawn_timeout)."""
-        self._deleted[owner] = None
-        self._deleted.move_to_end(owner)
-        while len(self._deleted) > self._limits.deleted_owners_remembered:
-            self._deleted.popitem(last=False)
+    async def delete(self, owner: str, tenant: Tenant = EVERYONE) -> None:
+        """Refuse the owner's spawns from now on (the last owners each tenant deleted are
+        remembered), then wait for those in flight (bounded by spawn_timeout)."""
+        deleted = self._deleted.setdefault(tenant.name, collections.OrderedDict())
+        deleted[owner] = None
+        deleted.move_to_end(owner)
+        while len(deleted) > self._limits.deleted_owners_remembered:
+            deleted.popitem(last=False)
         with trio.move_on_after(self._limits.spawn_timeout):
             while self.pending[owner]:
                 await self._settled.park()
 
-    async def reserve_or_wait(self, owner: str) -> _Reservation:
-        """Reserve a slot; when the quota is full only because ended sessions are still
-        being torn down (their leftovers in the grace period), wait for the oldest of them
-        (bounded by close_timeout) and try once more, rather than refusing a caller who just
-        saw it exit. The reservation itself is still taken with no await before it."""
+    async def reserve_or_wait(self, owner: str, tenant: Tenant = EVERYONE) -> _Reservation:
+        """Reserve a slot; when the quota is full only because ended sessions the tenant
+        sees are still being torn down (their leftovers in the grace period), wait for the
+        oldest of them (bounded by close_timeout) and try once more, rather than refusing a
+        caller who just saw it exit. The reservation itself is still taken with no await
+        before it."""
         try:
-            return self._reserve(owner)
+            return self._reserve(owner, tenant)
         except errors.LimitExceeded:
-            dying = [s for s in self._sessions.values() if s.ended and not s.finished]
+            dying = [
+                s
+                for s in self._sessions.values()
+                if s.ended and not s.finished and tenant.sees(s.owner)
+            ]
             own = [s for s in dying if s.owner == owner]
             if not (own or dying):
                 raise
             oldest = min(own or dying, key=lambda s: s.created_at)
             with trio.move_on_after(self._limits.close_timeout):
                 await oldest.wait_finished()
-        return self._reserve(owner)
+        return self._reserve(owner, tenant)
 
-    def _reserve(self, owner: str) -> _Reservation:
+    def _reserve(self, owner: str, tenant: Tenant) -> _Reservation:
         """Take a slot for a spawn before its first await, evicting an ended session of the
-        owner (then of anyone) when a quota is full. Live sessions are never evicted."""
+        owner (then of any owner the tenant sees) when a quota is full. Live sessions are
+        never evicted, nor sessions of owners the tenant does not see."""
         self.check(owner)
         limits = self._limits
         owned = [s for s in self._sessions.values() if s.owner == owner]
+        visible = [s for s in self._sessions.values() if tenant.sees(s.owner)]
+        owned_evictable = owned if tenant.sees(owner) else []
         owner_full = len(owned) + self.pending[owner] >= limits.max_sessions_per_owner
-        if owner_full and not self._evict_oldest_ended(owned):
+        if owner_full and not self._evict_oldest_ended(owned_evictable):
             self._refuse(
                 owner,
                 f"owner {owner!r} already has {limits.max_sessions_per_owner} sessions "
                 "(max_sessions_per_owner), none of them ended and torn down",
             )
+        if tenant.max_sessions is not None:
+            # Counted now, after any eviction above.
+            held = sum(1 for s in self._sessions.values() if tenant.sees(s.owner))
+            held += sum(n for name, n in self.pending.items() if tenant.sees(name))
+            if held >= tenant.max_sessions and not (
+                self._evict_oldest_ended(owned_evictable) or self._evict_oldest_ended(visible)
+            ):
+                self._refuse(
+                    owner,
+                    f"token {tenant.name!r} already has {tenant.max_sessions} sessions (its "
+                    "max_sessions), none of them ended and torn down",
+                )
         manager_full = len(self._sessions) + self.pending.total() >= limits.max_sessions
         if manager_full and not (
-            self._evict_oldest_ended(owned)
-            or self._evict_oldest_ended(builtins.list(self._sessions.values()))
+            self._evict_oldest_ended(owned_evictable) or self._evict_oldest_ended(visible)
         ):
             self._refuse(
                 owner,

@@ -35,7 +35,7 @@ from .shell import launch
 from .spawning import SpawnOptions
 
 if TYPE_CHECKING:
-    from .manager import Manager
+    from .manager import Manager, Tenant
 
 __all__ = ["PAGERS", "PAGER_DEFAULTS", "execute", "showing"]
 
@@ -75,6 +75,7 @@ async def execute(
     cols: int,
     timeout: float | None,
     yield_ms: int | None,
+    tenant: Tenant,
 ) -> ExecResult:
     """`Manager.exec`: start `command`, wait for its end (and its teardown) or the yield
     time, and report."""
@@ -103,7 +104,7 @@ async def execute(
         cols=cols,
         defaults_env=PAGER_DEFAULTS,
     )
-    info = await manager._spawn(options, None)
+    info = await manager._spawn(options, None, tenant=tenant)
     session = manager._session(info.id, owner)
     try:
         with trio.move_on_after(wait_ms / 1000):

@@ -464,13 +464,14 @@ class Session:
         of output (a flood would wake it thousands of times a second for nothing)."""
         await self.lifecycle.wait_complete()
 
-    def attach(self, offset: int | None, *, driver: bool) -> Attachment:
+    def attach(self, offset: int | None, *, driver: bool, active: bool = True) -> Attachment:
         return Attachment(
             self.output,
             self.lifecycle,
             offset,
             driver=driver,
             chunk_bytes=self.limits.attach_chunk_bytes,
+            active=active,
         )
 
     # ----------------------------------------------------------------- input

@@ -13,27 +13,31 @@ class Cursor(NamedTuple):
 
 
 class ReadCursors:
-    """Cursors by (session id, reader key); the least recently used go first past
-    `capacity`, so a client that makes up reader keys cannot grow memory."""
+    """Cursors by session, then by reader key. Each session keeps at most its share of
+    `capacity` (`capacity // sessions`, at least one), its least recently used dropped first,
+    so a client that makes up reader keys cannot grow memory, nor push out the cursors
+    other clients keep on a session it cannot read. With at most `sessions` sessions (the
+    manager's `max_sessions`; a removed session's cursors go with it) they stay within
+    `capacity` in all."""
 
-    def __init__(self, capacity: int) -> None:
-        self._capacity = capacity
-        self._cursors: OrderedDict[tuple[str, str], Cursor] = OrderedDict()
+    def __init__(self, capacity: int, *, sessions: int = 1) -> None:
+        self._per_session = max(1, capacity // sessions)
+        self._cursors: dict[str, OrderedDict[str, Cursor]] = {}
 
     def __len__(self) -> int:
-        return len(self._cursors)
+        return sum(len(readers) for readers in self._cursors.values())
 
     def get(self, session_id: str, reader: str) -> Cursor | None:
-        return self._cursors.get((session_id, reader))
+        readers = self._cursors.get(session_id)
+        return None if readers is None else readers.get(reader)
 
     def set(self, session_id: str, reader: str, cursor: Cursor) -> None:
-        key = (session_id, reader)
-        self._cursors[key] = cursor
-        self._cursors.move_to_end(key)
-        while len(self._cursors) > self._capacity:
-            self._cursors.popitem(last=False)
+        readers = self._cursors.setdefault(session_id, OrderedDict())
+        readers[reader] = cursor
+        readers.move_to_end(reader)
+        while len(readers) > self._per_session:
+            readers.popitem(last=False)
 
     def forget(self, session_id: str) -> None:
         """Drop every cursor of a session (it was removed)."""
-        for key in [key for key in self._cursors if key[0] == session_id]:
-            del self._cursors[key]
+        self._cursors.pop(session_id, None)

@@ -27,7 +27,7 @@ from trio_pty.limits import Limits
 from trio_pty.policy.authorize import RulesAuthorizer
 from trio_pty.policy.environment import EnvAllowList, EnvMode
 from trio_pty.posix.sandbox import BubblewrapSandbox
-from trio_pty.rpc.scope import TokenScope
+from trio_pty.rpc.scope import FULL_ACCESS, TokenScope
 from trio_pty.rpc.tokens import TokenSource
 from trio_pty.wire.convert import InvalidParams, ParamProblem, make_converter, structure_params
 
@@ -102,13 +102,19 @@ class _TokenTable:
     env: str | None = attrs.field(default=None, validator=_non_empty)
     owners: tuple[str, ...] = ()
     read_only: bool = False
+    max_sessions: int | None = None
+    max_connections: int | None = None
 
     def entry(self) -> TokenEntry:
         source = TokenSource(file=self.file, env=self.env)
-        return TokenEntry(
-            source=source,
-            scope=TokenScope(name=self.name, owners=self.owners, read_only=self.read_only),
+        scope = TokenScope(
+            name=self.name,
+            owners=self.owners,
+            read_only=self.read_only,
+            max_sessions=self.max_sessions,
+            max_connections=self.max_connections,
         )
+        return TokenEntry(source=source, scope=scope)
 
 
 def _port(instance: object, attribute: attrs.Attribute[Any], value: int | None) -> None:
@@ -258,6 +264,8 @@ def _token_entries(tables: tuple[_TokenTable, ...], source: str) -> tuple[TokenE
         where = f"{source}: [[tokens]] {table.name!r}"
         if any(entry.scope.name == table.name for entry in found):
             raise ConfigError(f"{where}: two entries have this name")
+        if table.name == FULL_ACCESS.name:  # what is kept per token is kept by its name
+            raise ConfigError(f"{where}: the name of the server's own token")
         try:
             found.append(table.entry())
         except ValueError as exc:

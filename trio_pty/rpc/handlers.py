@@ -9,19 +9,23 @@ others have a short handler of their own. Values are range-checked by the manage
 What a handler needs from the connection it runs on (attachments, the server's counters,
 its read cursor's key, its token's scope) comes through `Context`, so this module holds no
 connection state. The scope is checked before any handler runs (`RpcConnection.receive`);
-`pty.list` with `all_owners` is the one place that uses it again, to list only the owners it
-sees.
+handlers use it again only where a call reaches past the owner it names: `pty.list` with
+`all_owners` lists only the owners it sees; a spawn (and `owner.delete`) tells the manager
+whom it is for (`Tenant`: what it may evict, its own session bound, where its deletions are
+remembered); a named read cursor is kept per token.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Generic, Protocol, TypeVar, cast
 
 import attrs
 
-from trio_pty.manager import Manager
+from trio_pty.manager import Manager, Tenant
 from trio_pty.model import CompactPage, ReadPage, SessionInfo
+from trio_pty.policy import validate
 from trio_pty.rpc.scope import TokenScope
 from trio_pty.wire import (
     ATTACH,
@@ -130,23 +134,43 @@ class Route(Generic[P, R]):
         return call
 
 
-def call_manager(method: Callable[..., Awaitable[R]]) -> Handler[Params[R], R]:
+def call_manager(
+    method: Callable[..., Awaitable[R]], *, for_tenant: bool = False
+) -> Handler[Params[R], R]:
     """A handler calling `method` on the manager with the params' fields as keywords (the
-    wire's `id` is the manager's `session_id`)."""
+    wire's `id` is the manager's `session_id`); `for_tenant` adds the token's `tenant`."""
 
     async def handler(ctx: Context, params: Params[R]) -> R:
         fields = attrs.asdict(cast(attrs.AttrsInstance, params), recurse=False)
         if "id" in fields:
             fields["session_id"] = fields.pop("id")
+        if for_tenant:
+            fields["tenant"] = tenant_of(ctx.scope)
         return await method(ctx.manager, **fields)
 
     return handler
+
+
+def tenant_of(scope: TokenScope) -> Tenant:
+    """What the manager needs of a token's scope to admit its spawns and deletions."""
+    return Tenant(scope.name, sees=scope.sees, max_sessions=scope.max_sessions)
+
+
+def named_reader(scope: TokenScope, reader: str) -> str:
+    """The cursor key of a named reader: one per token, so that a client cannot move a
+    cursor another token's client keeps under the same name (nor a connection's own,
+    `connection-...`). A digest keeps the key as short as any other."""
+    digest = hashlib.sha256(f"{scope.name}\0{reader}".encode()).hexdigest()
+    return f"named-{digest[:32]}"
 
 
 async def _read(ctx: Context, p: ReadParams) -> ReadPage | CompactPage:
     # A read cursor is per connection unless the client names one (a CLI, which connects
     # anew for each command, names its own to see what came since its previous run).
     read = ctx.manager.read_compact if p.format == "compact" else ctx.manager.read
+    reader = ctx.reader
+    if p.reader is not None:
+        reader = named_reader(ctx.scope, validate.reader(p.reader, ctx.manager.limits))
     return await read(
         p.id,
         owner=p.owner,
@@ -158,7 +182,7 @@ async def _read(ctx: Context, p: ReadParams) -> ReadPage | CompactPage:
         command=p.command,
         tail=p.tail,
         since=p.since,
-        reader=ctx.reader if p.reader is None else p.reader,
+        reader=reader,
     )
 
 
@@ -201,7 +225,8 @@ async def _detach(ctx: Context, p: DetachParams) -> DetachResult:
 
 
 async def _owner_delete(ctx: Context, p: OwnerDeleteParams) -> OwnerDeleteResult:
-    return OwnerDeleteResult(owner=p.owner, removed=await ctx.manager.delete_owner(p.owner))
+    removed = await ctx.manager.delete_owner(p.owner, tenant=tenant_of(ctx.scope))
+    return OwnerDeleteResult(owner=p.owner, removed=removed)
 
 
 async def _server_info(ctx: Context, p: ServerInfoParams) -> ServerInfo:
@@ -212,8 +237,8 @@ async def _server_info(ctx: Context, p: ServerInfoParams) -> ServerInfo:
 HANDLERS: Final[dict[str, Route[Any, Any]]] = {
     route.spec.name: route
     for route in (
-        Route(SPAWN, call_manager(Manager.spawn)),
-        Route(SPAWN_SHELL, call_manager(Manager.spawn_shell)),
+        Route(SPAWN, call_manager(Manager.spawn, for_tenant=True)),
+        Route(SPAWN_SHELL, call_manager(Manager.spawn_shell, for_tenant=True)),
         Route(RUN, call_manager(Manager.run)),
         Route(COMMANDS, _commands),
         Route(WRITE, call_manager(Manager.write)),
@@ -223,7 +248,7 @@ HANDLERS: Final[dict[str, Route[Any, Any]]] = {
         Route(SCREEN, call_manager(Manager.screen)),
         Route(LIST, _list),
         Route(GET, _get),
-        Route(EXEC, call_manager(Manager.exec)),
+        Route(EXEC, call_manager(Manager.exec, for_tenant=True)),
         Route(KILL, call_manager(Manager.kill)),
         Route(RESIZE, call_manager(Manager.resize)),
         Route(SIGNAL, call_manager(Manager.signal)),

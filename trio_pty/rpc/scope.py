@@ -4,7 +4,8 @@ Pure (no trio, no manager). `TokenScope.refusal` is the one decision, made by
 `RpcConnection.receive` for every call before it starts, on the call's structured params:
 
 - a read-only token may call only `READ_ONLY_METHODS` (and attach without `driver`, which
-  would stop the session from answering the program's terminal queries);
+  would stop the session from answering the program's terminal queries; and read without a
+  named `reader`, which would move a cursor another client keeps);
 - a call that names an owner (every `pty.*` method, `owner.delete`) must name one of the
   token's owner patterns. A call on a session of another owner is answered exactly as a
   session that does not exist (`session_not_found` with the id it named); a call on another
@@ -26,7 +27,7 @@ import attrs
 
 from trio_pty.errors import PermissionDenied, PtyError, SessionNotFound
 from trio_pty.policy.validate import glob_match
-from trio_pty.wire import DEFAULT_OWNER, AttachParams, ListParams, MethodSpec
+from trio_pty.wire import DEFAULT_OWNER, AttachParams, ListParams, MethodSpec, ReadParams
 
 __all__ = ["FULL_ACCESS", "READ_ONLY_METHODS", "TokenScope"]
 
@@ -47,15 +48,27 @@ def _owners(value: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _quota(instance: object, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ValueError(f"{attribute.name} must be a positive whole number")
+
+
 @attrs.frozen(kw_only=True)
 class TokenScope:
     """A token's rights: `owners` are exact names or globs (`*`, `?`, case-sensitive; `*`
     alone is every owner), `read_only` limits it to `READ_ONLY_METHODS`. `name` labels it
-    in logs and errors (never the token itself)."""
+    in logs and errors (never the token itself), and keys what is kept per token: its
+    remembered owner deletions, its named read cursors.
+
+    Its share of the server: `max_sessions` bounds the sessions of the owners it sees (live
+    or ended and not yet removed, whoever started them), `max_connections` its open
+    connections; None leaves only the server's own limits."""
 
     name: str
     owners: tuple[str, ...] = attrs.field(default=(_EVERY_OWNER,), converter=_owners)
     read_only: bool = False
+    max_sessions: int | None = attrs.field(default=None, validator=_quota)
+    max_connections: int | None = attrs.field(default=None, validator=_quota)
 
     @property
     def every_owner(self) -> bool:
@@ -74,6 +87,10 @@ class TokenScope:
             if isinstance(params, AttachParams) and params.driver:
                 return PermissionDenied(
                     "method", "pty.attach driver", f"token {self.name!r} is read-only"
+                )
+            if isinstance(params, ReadParams) and params.reader is not None:
+                return PermissionDenied(
+                    "method", "pty.read reader", f"token {self.name!r} is read-only"
                 )
         if not _names_an_owner(params):
             if self.every_owner or method in _SCOPED_SERVER_METHODS:

@@ -109,6 +109,12 @@ class ServerOptions:
         tokens = [self.token, *(entry.token for entry in value)]
         if len(set(tokens)) != len(tokens):
             raise ValueError("two tokens are the same: each must be unique")
+        # What is kept per token (remembered deletions, named cursors) is kept by name.
+        names = [FULL_ACCESS.name, *(entry.scope.name for entry in value)]
+        if len(set(names)) != len(names):
+            raise ValueError(
+                f"two tokens have the same name (or a scoped one is named {FULL_ACCESS.name!r})"
+            )
 
     def token_scopes(self) -> dict[str, TokenScope]:
         """Every token this server accepts, with what it may do."""
@@ -173,7 +179,9 @@ class RpcServer:
         return len(self._slots)
 
     def info(self, scope: TokenScope = FULL_ACCESS) -> ServerInfo:
-        """What `server.info` answers; the session counts are of what `scope` sees."""
+        """What `server.info` answers; the counts are of what `scope` sees: the sessions of
+        its owners, and (unless it sees every owner) only its own token's connections, none
+        of the connections not yet admitted."""
         from trio_pty import __version__
 
         sessions = [info for info in self.manager.list_all() if scope.sees(info.owner)]
@@ -181,6 +189,8 @@ class RpcServer:
         for session in sessions:
             statuses[session.status] = statuses.get(session.status, 0) + 1
         connections = self.connections
+        if not scope.every_owner:
+            connections = [c for c in connections if c.scope == scope]
         drain = self.manager.drain_status()
         return ServerInfo(
             version=__version__,
@@ -193,7 +203,7 @@ class RpcServer:
                 connections=len(connections),
                 requests_in_flight=sum(c.requests_in_flight for c in connections),
                 queued_chars=sum(c.queued_chars for c in connections),
-                pending_connections=self.front.pending,
+                pending_connections=self.front.pending if scope.every_owner else 0,
             ),
             environment=ServerEnvironment(
                 mode=self.options.env_mode,
@@ -399,8 +409,11 @@ class RpcServer:
         )
         if isinstance(decided, Rejection):
             return decided
+        bound = self.limits.max_connections_per_token
+        if decided.max_connections is not None:  # the token's own, from [[tokens]]
+            bound = decided.max_connections
         held = sum(1 for slot in self._slots if slot.token_scope == decided)
-        if held >= self.limits.max_connections_per_token:
+        if held >= bound:
             log.warning("refusing a connection: token %s holds %d connections", decided.name, held)
             return Rejection(503, "too many connections for this token (try later)", "busy")
         slot = _Slot(peer if peer is not None else "a client", decided)

@@ -306,7 +306,11 @@ class Connection:
         try:
             with stream.scope:
                 async with self.manager.attach(
-                    session_id, owner=params.owner, offset=params.offset, driver=params.driver
+                    session_id,
+                    owner=params.owner,
+                    offset=params.offset,
+                    driver=params.driver,
+                    active=not self.scope.read_only,  # a reader watches; it does not use
                 ) as attachment:
                     first = await _first_chunk(attachment, params.offset)
                     task_status.started(SessionOutput.of(session_id, first))
