@@ -38,6 +38,7 @@ from trio_pty.manager import open_manager
 from trio_pty.policy.authorize import Authorizer
 from trio_pty.policy.environment import EnvMode
 
+from . import progress
 from .backend import Backend, ServiceError
 from .render import error_text
 from .tools import INSTRUCTIONS, TOOLS, Tool
@@ -137,7 +138,18 @@ def build_server(backend: Backend, tools: Sequence[Tool[Any]] = TOOLS) -> Server
         if tool is None:
             known = ", ".join(by_name)
             return _failure("invalid_input", f"no tool named {params.name!r} (tools: {known})")
-        return await call_tool(backend, tool, params.arguments or {})
+        token = (ctx.meta or {}).get("progress_token")
+        if token is None:
+            return await call_tool(backend, tool, params.arguments or {})
+
+        async def report(value: float, total: float | None, message: str | None) -> None:
+            await ctx.session.report_progress(value, total, message)
+
+        reset = progress.reporter.set(report)
+        try:
+            return await call_tool(backend, tool, params.arguments or {})
+        finally:
+            progress.reporter.reset(reset)
 
     return Server(
         "trio-pty",
