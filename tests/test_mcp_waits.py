@@ -12,6 +12,8 @@ from pathlib import Path
 import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mcp.client.extension import ClientExtension, NotificationBinding
+from pydantic import BaseModel
 
 from trio_pty.output.buffer import OutputBuffer
 from trio_pty.output.pages import line_bytes
@@ -133,6 +135,51 @@ async def test_a_finished_command_moves_the_read_cursor(tmp_path: Path) -> None:
             data = await call(client, "exec_command", {"cmd": "echo a; echo b"})
             arguments = {"session_id": data["session_id"], "since_last": True}
             assert (await call(client, "read_output", arguments))["output"] == ""
+
+
+class _Channel(BaseModel):
+    content: str
+    meta: dict[str, str] = {}
+
+
+class _ChannelListener(ClientExtension):
+    """What Claude Code does with a channel server: each message reaches the model."""
+
+    identifier = "io.github.trio-pty/test-channel"
+
+    def __init__(self) -> None:
+        self.messages: list[_Channel] = []
+        self.arrived = trio.Event()
+
+    def notifications(self) -> list[NotificationBinding[_Channel]]:
+        return [
+            NotificationBinding(
+                method="notifications/claude/channel",
+                params_type=_Channel,
+                handler=self._on_message,
+            )
+        ]
+
+    async def _on_message(self, message: _Channel) -> None:
+        self.messages.append(message)
+        self.arrived.set()
+
+
+async def test_a_channel_message_says_when_a_session_ends(tmp_path: Path) -> None:
+    listener = _ChannelListener()
+    with trio.fail_after(STARTUP_TIMEOUT + 30):
+        async with mcp_client(tmp_path, "--channel", extensions=[listener]) as client:
+            command = "sleep 1; echo done; exit 4"
+            data = await call(client, "exec_command", {"cmd": command, "yield_time_ms": 200})
+            assert data["status"] == "running"
+            await listener.arrived.wait()  # no call: the server says so by itself
+            (message,) = listener.messages
+            assert message.meta == {
+                "session_id": data["session_id"],
+                "status": "exited",
+                "exit_code": "4",
+            }
+            assert "ended: exit code 4" in message.content and "done" in message.content
 
 
 @settings(max_examples=200, deadline=None)
