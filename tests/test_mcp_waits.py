@@ -6,6 +6,8 @@ budget, the read cursor past what a finished command showed)."""
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import re
 from pathlib import Path
 
@@ -36,6 +38,39 @@ async def test_following_a_build_takes_one_poll(tmp_path: Path) -> None:
             assert (data["status"], data["exit_code"]) == ("exited", 0), data
             assert data["output"].splitlines()[-1] == "built"
             assert "step 8" in data["output"]
+
+
+async def test_following_a_build_as_an_agent_has_it(tmp_path: Path) -> None:
+    """docs/mcp.md's transcript (written to $TRIO_PTY_MCP_BUILD_TRANSCRIPT when set): a
+    12 s build followed in two calls, the progress the client showed in between."""
+    (tmp_path / "build.sh").write_text(
+        'for i in $(seq 1 12); do echo "[$i/12] compiling module_$i.c"; sleep 1; done\n'
+        "echo 'linked ./app'\n"
+    )
+    parts: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        parts.append(f"  · progress {progress:g}/{total:g} s: {message}")
+
+    async def step(name: str, arguments: dict[str, object]) -> dict[str, object]:
+        parts.append(f"→ {name} {json.dumps(arguments)}")
+        result = await client.call_tool(name, arguments, progress_callback=on_progress)
+        parts.append("← " + text(result).replace("\n", "\n  "))
+        assert not result.is_error and result.structured_content is not None
+        return dict(result.structured_content)
+
+    with trio.fail_after(STARTUP_TIMEOUT + 40):
+        async with mcp_client(tmp_path) as client:
+            data = await step("exec_command", {"cmd": "bash build.sh"})
+            assert data["status"] == "running"
+            poll = {"session_id": data["session_id"], "yield_time_ms": 30000}
+            data = await step("write_stdin", poll)
+            assert (data["status"], data["exit_code"]) == ("exited", 0)
+            assert str(data["output"]).endswith("linked ./app")
+    assert sum("· progress" in part for part in parts) >= 1
+    path = os.environ.get("TRIO_PTY_MCP_BUILD_TRANSCRIPT")
+    if path:
+        await trio.Path(path).write_text("\n".join(parts) + "\n")
 
 
 async def test_an_empty_poll_ends_on_a_pattern_or_waits_at_least_5_s(tmp_path: Path) -> None:
