@@ -410,15 +410,16 @@ async def _fill(backend: Backend, session_id: str, lines: list[Line], budget: in
     while _cost(head) < budget // 2 and head[-1].number + 1 < tail[0].number:
         start = head[-1].number + 1
         page = await _side_read(backend, session_id, start, tail[0].number - start)
-        if not page.lines:
+        got = [line for line in page.lines if start <= line.number < tail[0].number]
+        if not got:
             break
-        head += [line for line in page.lines if line.number < tail[0].number]
+        head += got
     # Backward from the tail, a page at a time.
     while _cost(tail) < budget - _cost(head) and head[-1].number + 1 < tail[0].number:
         stop = tail[0].number
         start = max(head[-1].number + 1, stop - _SINCE_LIMIT)
         page = await _side_read(backend, session_id, start, stop - start)
-        got = [line for line in page.lines if line.number < stop]
+        got = [line for line in page.lines if head[-1].number < line.number < stop]
         if not got:
             break
         tail[:0] = got
@@ -959,7 +960,9 @@ exec_command runs a command line as a script would and returns its exit code and
 shell_command runs commands in one shell that keeps cd and variables between calls; spawn \
 starts a program that keeps running (a server, a REPL). Each gives a session_id when the \
 program outlives the call: write_stdin types into it (literally: what you send is what it \
-gets; keys by name in keys) and shows new output, read_output reads or searches its output, \
+gets; keys by name in keys) and shows new output (with nothing to send it waits until the \
+program ends, its shell prompt returns or a pattern matches: one call follows a build), \
+read_output reads or searches its output, \
 screen shows full-screen programs, kill ends it, list_sessions lists them. Everything still \
 running ends when this MCP server stops."""
 
