@@ -57,6 +57,8 @@ class Endings:
         backend = self.backend
         until_end = Wait(exit=True, timeout_ms=self.max_wait_ms)
         try:
+            if (await backend.request(GetParams(id=session_id, owner=backend.owner))).shell:
+                return  # a shell lives on after its command: its end is not the news
             while True:
                 page = await backend.request(
                     ReadParams(
