@@ -27,7 +27,7 @@ from .harness import Context, Result
 
 NAME = "mcp"
 TITLE = "MCP server (trio-pty mcp)"
-TIMEOUT = 30.0
+TIMEOUT = 45.0  # a write_stdin may wait 30 s
 PROTOCOL = "2025-11-25"
 
 METHOD = """\
@@ -45,7 +45,14 @@ message per line, so the figures are the server's:
   run `true`, report exit code 0, tell the shell to exit), against `ping` on the same
   server (the SDK's request loop and our stdio transport, no tool). Interleaved.
 
-Checks: every `exec_command` reports exit code 0; the server exits within 2 s of its stdin
+- *following a build*: a build that prints a line a second (6 s quick, 20 s full), run
+  with `exec_command` whose yield is half the build, then followed with `write_stdin` and
+  nothing to send (a progress token given) until it ends; counted: the calls after the
+  first. The baseline is the same calls with `pattern: "."`, which return at each new
+  line, as the old 0.5 s quiet rule did with a line a second.
+
+Checks: every `exec_command` reports exit code 0; the followed build ends with 0 and every
+line shown once; the server exits within 2 s of its stdin
 closing (what MCP clients allow before SIGTERM); nothing it started is left.
 """
 
@@ -57,6 +64,7 @@ def _params(ctx: Context) -> dict[str, Any]:
         "startup_rounds": ctx.pick(quick=2, full=10),
         "rounds": ctx.pick(quick=20, full=200),
         "round_trip_goal_ms": 15.0,
+        "build_s": ctx.pick(quick=6, full=20),
     }
 
 
@@ -68,6 +76,7 @@ class _Server:
         self.process: trio.Process | None = None
         self._buffer = b""
         self._ids = 0
+        self.progress: list[dict[str, Any]] = []  # notifications/progress params, in order
 
     async def start(self) -> None:
         self.process = await trio.lowlevel.open_process(
@@ -105,6 +114,8 @@ class _Server:
                     self._buffer += data
                 line, self._buffer = self._buffer.split(b"\n", 1)
                 message: dict[str, Any] = json.loads(line)
+                if message.get("method") == "notifications/progress":
+                    self.progress.append(message.get("params") or {})
                 if message.get("id") == request_id:
                     return message
 
@@ -202,10 +213,17 @@ async def _main(ctx: Context, result: Result) -> None:
                 progress=ctx.progress,
                 label="round trip: ",
             )
+            follow = await _follow_build(server, params["build_s"])
         finally:
             closed = await server.close()
     result.data["startup_s"] = startup
     result.data["round_trip_s"] = trips
+    result.data["follow"] = follow
+    result.check(
+        "following the build saw it end with exit code 0, every line shown once",
+        all(run["ok"] for run in follow.values()),
+        json.dumps(follow)[:300],
+    )
     result.check("every exec_command reported exit code 0", not wrong, "; ".join(wrong[:3]))
     result.check(
         "the server exited within 2 s of its stdin closing",
@@ -216,6 +234,69 @@ async def _main(ctx: Context, result: Result) -> None:
     result.check("nothing the servers started is left", not left, str(left))
     procs.kill_and_wait(left)
     _summarize(result, startup, trips)
+    _summarize_follow(result, follow)
+
+
+async def _follow_build(server: _Server, build_s: int) -> dict[str, dict[str, Any]]:
+    """Follow a build printing a line a second for `build_s` s as an agent does: one
+    `exec_command` whose yield is half the build (the 10 s default against the issue's
+    20 s build), then `write_stdin` with nothing to send until it has ended. Counted: the
+    calls after the first. The baseline asks the same calls to return at each new line
+    (`pattern: "."`): what the old 0.5 s quiet rule did with a line a second."""
+    build = f"for i in $(seq 1 {build_s}); do echo step $i; sleep 1; done; echo built"
+    runs = {}
+    for variant, extra in (
+        ("event waits", {}),
+        ("a return per line (the old rule)", {"pattern": "."}),
+    ):
+        began = time.perf_counter()
+        arguments = {"cmd": build, "yield_time_ms": build_s * 500}
+        data = await _tool(server, "exec_command", arguments)
+        seen = data.get("output", "")
+        calls, progress_before = 0, len(server.progress)
+        while data.get("status") == "running":
+            calls += 1
+            poll = {"session_id": data["session_id"], "yield_time_ms": 30_000, **extra}
+            data = await _tool(server, "write_stdin", poll, progress=calls)
+            if data.get("output"):
+                seen += "\n" + data["output"]
+        lines = [line for line in seen.splitlines() if line]
+        expected = [f"step {i}" for i in range(1, build_s + 1)] + ["built"]
+        runs[variant] = {
+            "calls_after_first": calls,
+            "seconds": time.perf_counter() - began,
+            "progress_notifications": len(server.progress) - progress_before,
+            "ok": data.get("exit_code") == 0 and lines == expected,
+        }
+    return runs
+
+
+async def _tool(
+    server: _Server, name: str, arguments: dict[str, Any], *, progress: int | None = None
+) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": name, "arguments": arguments}
+    if progress is not None:
+        params["_meta"] = {"progressToken": f"bench-{progress}"}
+    answer = await server.call("tools/call", params)
+    data: dict[str, Any] = answer.get("result", {}).get("structuredContent") or {}
+    return data
+
+
+def _summarize_follow(result: Result, follow: dict[str, dict[str, Any]]) -> None:
+    ours, old = follow["event waits"], follow["a return per line (the old rule)"]
+    build_s = result.params["build_s"]
+    result.goal(
+        f"following a {build_s} s build printing a line a second: at most 2 tool calls after "
+        "the first",
+        f"{ours['calls_after_first']} call(s) after exec_command ({ours['seconds']:.1f} s, "
+        f"{ours['progress_notifications']} progress notifications); a return per line: "
+        f"{old['calls_after_first']}",
+        ours["calls_after_first"] <= 2,
+        key="mcp_follow_build",
+        subject=f"{ours['calls_after_first']} calls",
+        baseline=f"a return per line {old['calls_after_first']} calls",
+        ratio=stats.ratio(ours["calls_after_first"], old["calls_after_first"]),
+    )
 
 
 def _summarize(

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from mcp.client import Client
+from mcp.client.extension import ClientExtension
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, TextContent
 
@@ -53,6 +54,7 @@ async def mcp_client(
     mode: str = "auto",
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
+    extensions: Sequence[ClientExtension] | None = None,
 ) -> AsyncIterator[Client]:
     """A `trio-pty mcp` subprocess and the SDK's `Client` on its stdio. Leaving the block is
     what a real client does: close stdin, wait 2 s, SIGTERM, wait 2 s, SIGKILL."""
@@ -63,7 +65,8 @@ async def mcp_client(
         cwd=str(cwd or tmp_path),
     )
     with server_log(tmp_path) as errlog:
-        async with Client(stdio_client(parameters, errlog=errlog), mode=mode) as client:
+        transport = stdio_client(parameters, errlog=errlog)
+        async with Client(transport, mode=mode, extensions=extensions) as client:
             yield client
 
 

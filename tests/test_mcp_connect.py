@@ -47,6 +47,11 @@ async def test_sessions_are_the_servers_and_outlive_the_mcp_process(
             data = await call(client, "exec_command", {"cmd": "echo hi; exit 3"})
             assert (data["status"], data["exit_code"]) == ("exited", 3)
             assert data["output"].splitlines()[0] == "hi"
+            # A long line, counted and read whole through the wire (pty.read_raw's line).
+            data = await call(client, "exec_command", {"cmd": "printf '%07481d\\n' 0"})
+            assert "[5481 more characters; read_output" in data["output"]
+            arguments = {"session_id": data["session_id"], "offset": 0, "max_line_chars": 8000}
+            assert (await call(client, "read_output", arguments))["output"] == "0" * 7481
 
             data = await call(
                 client, "spawn", {"command": "sh", "args": ["-c", "echo up; sleep 60"]}

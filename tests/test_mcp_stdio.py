@@ -79,6 +79,7 @@ async def test_the_tools_and_their_schemas(tmp_path: Path) -> None:
         "chars",
         "keys",
         "escapes",
+        "pattern",
         "yield_time_ms",
         "max_output_chars",
     }

@@ -571,14 +571,24 @@ class Manager(metaclass=_NoPublicConstructor):
         owner: str = "default",
         offset: int = 0,
         limit: int | None = None,
+        line: int | None = None,
     ) -> OutputChunk:
         """Raw bytes from absolute byte `offset` (at most `limit`), for exact replay. An
         offset that left the buffer, or lies in the future, gives the oldest retained bytes
-        with `gap` set."""
+        with `gap` set. With `line`, the bytes of that line instead (from `offset` within
+        it, newline included): a line `read` cut at max_line_length, whole."""
         session = self._session(session_id, owner)
         offset = validate.byte_offset(offset)
         most = self.limits.max_raw_read_bytes
         limit = most if limit is None else validate.int_between("limit", limit, 1, most)
+        if line is not None:
+            line = validate.int_between("line", line, 0, 2**62)
+            start, stop, partial = pages.line_bytes(session.output, line)
+            begin = min(max(offset, start), stop)
+            data = b""
+            if stop > begin:
+                data = session.output.bytes_since(begin, min(limit, stop - begin))[0]
+            return OutputChunk(offset=begin, data=data, gap=partial and begin == start)
         data, next_offset, gap = session.output.bytes_since(offset, limit)
         return OutputChunk(offset=next_offset - len(data), data=data, gap=gap)
 

@@ -81,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
         f"{DEFAULT_TERMINATE_GRACE:g}, to fit the MCP client's shutdown budget)",
     )
     parser.add_argument(
+        "--channel",
+        action="store_true",
+        help="say when a session left running ends, as a Claude Code channel message "
+        "(notifications/claude/channel; see docs/mcp.md)",
+    )
+    parser.add_argument(
         "--log-level",
         default="warning",
         choices=["debug", "info", "warning", "error"],
@@ -126,6 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 server.run,
                 partial(server.local_backend, settings),
                 max_line_bytes=settings.limits.max_message_bytes,
+                channel=args.channel,
             )
         )
 
@@ -148,7 +155,14 @@ def _connected(args: argparse.Namespace, token: str | None) -> int:
     gc.freeze()
     try:
         with unwrap_group():
-            return trio.run(partial(server.run, opener, max_line_bytes=Limits().max_message_bytes))
+            return trio.run(
+                partial(
+                    server.run,
+                    opener,
+                    max_line_bytes=Limits().max_message_bytes,
+                    channel=args.channel,
+                )
+            )
     except ConnectionFailed as exc:
         hint = " (is TRIO_PTY_TOKEN the server's token?)" if exc.status == 401 else ""
         print(f"trio-pty mcp: {exc}{hint}", file=sys.stderr, flush=True)

@@ -52,6 +52,9 @@ class Backend:
     owner: str
     shell_id: str | None = None
     shell_lock: trio.Lock = attrs.Factory(trio.Lock)
+    side_reader: str = attrs.Factory(lambda: f"mcp-side-{secrets.token_hex(8)}")
+    """The read cursor of reads that fill in a reply: the owner's own cursor ("what you
+    last saw") is moved only by what a reply shows."""
 
     async def request(self, params: Params[R]) -> R:
         """One call; the server's refusals and a lost connection as `ServiceError`s."""

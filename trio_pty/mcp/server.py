@@ -38,7 +38,9 @@ from trio_pty.manager import open_manager
 from trio_pty.policy.authorize import Authorizer
 from trio_pty.policy.environment import EnvMode
 
+from . import progress
 from .backend import Backend, ServiceError
+from .endings import CAPABILITY, Endings
 from .render import error_text
 from .tools import INSTRUCTIONS, TOOLS, Tool
 
@@ -124,8 +126,11 @@ async def call_tool(backend: Backend, tool: Tool[Any], arguments: dict[str, Any]
     )
 
 
-def build_server(backend: Backend, tools: Sequence[Tool[Any]] = TOOLS) -> Server[Any]:
-    """The SDK's server with our tools, every call going to `backend`."""
+def build_server(
+    backend: Backend, tools: Sequence[Tool[Any]] = TOOLS, *, endings: Endings | None = None
+) -> Server[Any]:
+    """The SDK's server with our tools, every call going to `backend`; with `endings`, each
+    session a reply leaves running is watched, to say when it ends."""
     by_name = {tool.name: tool for tool in tools}
     definitions = [_definition(tool) for tool in tools]
 
@@ -137,7 +142,20 @@ def build_server(backend: Backend, tools: Sequence[Tool[Any]] = TOOLS) -> Server
         if tool is None:
             known = ", ".join(by_name)
             return _failure("invalid_input", f"no tool named {params.name!r} (tools: {known})")
-        return await call_tool(backend, tool, params.arguments or {})
+        token = (ctx.meta or {}).get("progress_token")
+
+        async def report(value: float, total: float | None, message: str | None) -> None:
+            await ctx.session.report_progress(value, total, message)
+
+        reset = progress.reporter.set(None if token is None else report)
+        try:
+            result = await call_tool(backend, tool, params.arguments or {})
+        finally:
+            progress.reporter.reset(reset)
+        data = result.structured_content or {}
+        if endings is not None and data.get("status") == "running" and "session_id" in data:
+            endings.watch(data["session_id"])
+        return result
 
     return Server(
         "trio-pty",
@@ -186,10 +204,11 @@ async def _stop_on_signals(
 BackendOpener = Callable[[], AbstractAsyncContextManager[Backend]]
 
 
-async def run(open_backend: BackendOpener, *, max_line_bytes: int) -> int:
+async def run(open_backend: BackendOpener, *, max_line_bytes: int, channel: bool = False) -> int:
     """Serve MCP on stdin/stdout with the backend `open_backend()` opens, until the client
     closes stdin or a stop signal arrives; then close the backend (in process: tear every
-    session down; `--connect`: close the connection). The exit status."""
+    session down; `--connect`: close the connection). With `channel`, say when a session a
+    reply left running ends (`endings`). The exit status."""
     from .stdio import serve_stdio
 
     # Caught from here to the end: a signal during the teardown is logged, not fatal.
@@ -199,8 +218,31 @@ async def run(open_backend: BackendOpener, *, max_line_bytes: int) -> int:
             await nursery.start(_stop_on_signals, signals, stop)
             async with open_backend() as backend:
                 with stop:
-                    await serve_stdio(build_server(backend), max_line_bytes=max_line_bytes)
+                    if not channel:
+                        await serve_stdio(build_server(backend), max_line_bytes=max_line_bytes)
+                    else:
+                        await _serve_with_endings(backend, max_line_bytes)
                 if not stop.cancel_called:
                     log.info("stdin closed: stopping")
             nursery.cancel_scope.cancel()
     return 0
+
+
+async def _serve_with_endings(backend: Backend, max_line_bytes: int) -> None:
+    """Serve on stdio, sending `endings.METHOD` when a session a reply left running ends."""
+    from .stdio import serve_stdio
+
+    send_channel, receive_channel = trio.open_memory_channel[tuple[str, dict[str, Any]]](64)
+
+    async def send(method: str, params: dict[str, Any]) -> None:
+        await send_channel.send((method, params))
+
+    async with trio.open_nursery() as watchers:
+        endings = Endings(backend, watchers, send)
+        await serve_stdio(
+            build_server(backend, endings=endings),
+            max_line_bytes=max_line_bytes,
+            notifications=receive_channel,
+            experimental={CAPABILITY: {}},
+        )
+        watchers.cancel_scope.cancel()

@@ -27,7 +27,7 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.lowlevel import Server
 from mcp.shared.message import SessionMessage
-from mcp_types import jsonrpc_message_adapter
+from mcp_types import JSONRPCNotification, jsonrpc_message_adapter
 
 __all__ = ["serve_stdio"]
 
@@ -156,18 +156,42 @@ async def _write_messages(
                 return
 
 
-async def serve_stdio(server: Server[Any], *, max_line_bytes: int) -> None:
+async def serve_stdio(
+    server: Server[Any],
+    *,
+    max_line_bytes: int,
+    notifications: trio.MemoryReceiveChannel[tuple[str, dict[str, Any]]] | None = None,
+    experimental: dict[str, dict[str, Any]] | None = None,
+) -> None:
     """Serve one client on stdin and stdout until it closes stdin (or stdout). Cancel to
-    stop sooner."""
+    stop sooner. `notifications` (method, params) are sent to the client as they come: ones
+    the SDK has no type for (`endings.METHOD`); `experimental` are the capabilities declared
+    for them."""
+    options = server.create_initialization_options(experimental_capabilities=experimental)
     with _wire() as (wire_in, wire_out):
         stdin, stdout = _Descriptor(wire_in), _Descriptor(wire_out)
         try:
             async with _open_loop(stdin, stdout, max_line_bytes) as (incoming, outgoing, done):
-                await server.run(incoming, outgoing, server.create_initialization_options())
+                async with trio.open_nursery() as nursery:
+                    if notifications is not None:
+                        nursery.start_soon(_forward, notifications, outgoing.clone())
+                    await server.run(incoming, outgoing, options)
+                    nursery.cancel_scope.cancel()
                 done()
         finally:
             await stdin.aclose()
             await stdout.aclose()
+
+
+async def _forward(
+    notifications: trio.MemoryReceiveChannel[tuple[str, dict[str, Any]]],
+    outgoing: MemoryObjectSendStream[SessionMessage],
+) -> None:
+    """Our own notifications onto the client's stream, between the SDK's messages."""
+    async with outgoing:
+        async for method, params in notifications:
+            message = JSONRPCNotification(jsonrpc="2.0", method=method, params=params)
+            await outgoing.send(SessionMessage(message))
 
 
 @contextlib.asynccontextmanager

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import shlex
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -30,13 +31,16 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from trio_pty.console.keys import KeySpecError, key_bytes, keystrokes_to_text
+from trio_pty.limits import Limits
 from trio_pty.model import ExecResult, Line, ReadPage, SessionInfo, Wait
+from trio_pty.output.pages import clean_lines
 from trio_pty.wire import (
     ExecParams,
     GetParams,
     KillParams,
     ListParams,
     ReadParams,
+    ReadRawParams,
     RunParams,
     ScreenParams,
     SpawnParams,
@@ -44,14 +48,19 @@ from trio_pty.wire import (
     WriteParams,
 )
 
+from . import progress
 from .backend import Backend, ServiceError
 from .render import Shown, State, Status, describe_end, show_lines, state_of
 
-__all__ = ["QUIET_MS", "TOOLS", "Reply", "Tool"]
+__all__ = ["EMPTY_POLL_FLOOR_MS", "QUIET_MS", "TOOLS", "Reply", "Tool"]
 
-#: Output quiet for this long after some arrived counts as "the program is done talking"
-#: (write_stdin, and spawn without a ready pattern).
+#: Output quiet for this long after some arrived counts as "the program is done talking":
+#: after typed input (write_stdin), and spawn without a ready pattern. Never for a poll
+#: that sends nothing: following a build, quiet between two lines is not the end.
 QUIET_MS: Final = 500
+#: A poll that sends nothing waits at least this long unless something happens (the
+#: program ends, a shell prompt, the pattern): agents poll in a loop, each a model turn.
+EMPTY_POLL_FLOOR_MS: Final = 5_000
 #: How much output a reply shows when the caller does not say.
 DEFAULT_MAX_CHARS: Final = 20_000
 #: read_output's page when no window is given.
@@ -59,6 +68,8 @@ DEFAULT_TAIL: Final = 100
 #: Lines a since-last read asks for: the most the manager gives (Limits.max_read_limit);
 #: the character budget then cuts them in the middle.
 _SINCE_LIMIT: Final = 2000
+#: The longest escape sequence cleaning a long line keeps whole (the manager's default).
+_ESCAPE_LENGTH: Final = Limits().max_escape_length
 
 
 class _Arguments(BaseModel):
@@ -139,11 +150,16 @@ class WriteStdinArguments(_Arguments):
         description="Decode backslash escapes in chars first (\\e or \\x1b for Escape, "
         "\\t, \\r, \\\\ for one backslash). Off by default: chars go as typed.",
     )
+    pattern: str | None = Field(
+        None,
+        description="Return as soon as a new line matches this RE2 regular expression, like "
+        '"error|passed|Listening on".',
+    )
     yield_time_ms: int = Field(
         10_000,
         ge=1,
-        description="Wait at most this long for the output to settle (default 10000, at "
-        "most 30000).",
+        description="Wait at most this long (default 10000, at most 30000; with nothing to "
+        f"send at least {EMPTY_POLL_FLOOR_MS}).",
     )
     max_output_chars: int = _MAX_CHARS
 
@@ -166,6 +182,12 @@ class ReadOutputArguments(_Arguments):
     )
     limit: int | None = Field(
         None, ge=1, description="At most this many lines from offset (default 500)."
+    )
+    max_line_chars: int | None = Field(
+        None,
+        ge=1,
+        description="Show each line up to this many characters (lines longer than 2000 "
+        "are otherwise cut, saying how many characters were left out).",
     )
     max_output_chars: int = _MAX_CHARS
 
@@ -323,7 +345,8 @@ def _running_hint(session_id: str, showing: str | None = None) -> str:
             f"write_stdin keys: {_LEAVE_KEYS}."
         )
     return (
-        f'Next: write_stdin {poll} waits for more output; keys ["C-c"] interrupts it; kill ends it.'
+        f"Next: write_stdin {poll} waits until it ends or yield_time_ms passes (add a "
+        '"pattern" to stop at a line); keys ["C-c"] interrupts it; kill ends it.'
     )
 
 
@@ -353,16 +376,120 @@ def _page_notes(page: ReadPage, session_id: str) -> list[str]:
     return notes
 
 
-def _command_output(
-    lines: list[Line], missed: int, budget: int, session_id: str
+async def _command_output(
+    backend: Backend, lines: list[Line], missed: int, budget: int, session_id: str
 ) -> tuple[Shown, int, list[str]]:
     """A command's output (its first and last lines when long): shown, the lines no longer
-    kept, and the note saying so."""
-    shown = show_lines(lines, budget, session_id=session_id, gaps=True)
+    kept, and the note saying so. The manager gives the first and last 250 lines; when the
+    budget holds more, the lines between are read too, so the cut follows the budget."""
     jumps = sum(b.number - a.number - 1 for a, b in itertools.pairwise(lines))
+    lines = await _fill(backend, session_id, lines, budget)
+    lines = await _whole_lines(backend, session_id, lines)
+    shown = show_lines(lines, budget, session_id=session_id, gaps=True)
     gone = max(0, missed - jumps)
     notes = [f"({gone} earlier lines had already left the buffer.)"] if gone else []
     return shown, gone, notes
+
+
+def _cost(lines: Sequence[Line]) -> int:
+    return sum(len(line.text) + 1 for line in lines)
+
+
+async def _fill(backend: Backend, session_id: str, lines: list[Line], budget: int) -> list[Line]:
+    """`lines` with the gap in their numbers (a head and a tail) read in from both ends, as
+    far as half the budget each side, so that show_lines cuts at the budget and not at the
+    manager's head and tail."""
+    gap = next(
+        (i for i, (a, b) in enumerate(itertools.pairwise(lines)) if b.number > a.number + 1),
+        None,
+    )
+    if gap is None or _cost(lines) >= budget:
+        return lines
+    head, tail = lines[: gap + 1], lines[gap + 1 :]
+    # Forward from the head.
+    while _cost(head) < budget // 2 and head[-1].number + 1 < tail[0].number:
+        start = head[-1].number + 1
+        page = await _side_read(backend, session_id, start, tail[0].number - start)
+        got = [line for line in page.lines if start <= line.number < tail[0].number]
+        if not got:
+            break
+        head += got
+    # Backward from the tail, a page at a time.
+    while _cost(tail) < budget - _cost(head) and head[-1].number + 1 < tail[0].number:
+        stop = tail[0].number
+        start = max(head[-1].number + 1, stop - _SINCE_LIMIT)
+        page = await _side_read(backend, session_id, start, stop - start)
+        got = [line for line in page.lines if head[-1].number < line.number < stop]
+        if not got:
+            break
+        tail[:0] = got
+    return head + tail
+
+
+async def _side_read(backend: Backend, session_id: str, offset: int, limit: int) -> ReadPage:
+    """Lines read to fill in a reply, on a cursor of their own (the call's is not moved)."""
+    return await backend.request(
+        ReadParams(
+            id=session_id,
+            owner=backend.owner,
+            offset=offset,
+            limit=max(1, min(limit, _SINCE_LIMIT)),
+            reader=backend.side_reader,
+        )
+    )
+
+
+#: How the manager marks a line it cut at `Limits.max_line_length`.
+_CUT_MARK: Final = re.compile(r"… \[(\d+) more characters\]$")
+#: Cut lines per reply whose length is counted from their bytes (a request each).
+_WHOLE_LINES: Final = 20
+
+
+async def _whole_lines(
+    backend: Backend, session_id: str, lines: list[Line], max_line_chars: int | None = None
+) -> list[Line]:
+    """Lines the manager cut, with the number of characters left out counted from the line's
+    own bytes (the manager's count is wrong past twice its cut) and the call that reads the
+    line whole; with `max_line_chars`, as much of the line as that."""
+    out, counted = [], 0
+    for line in lines:
+        mark = _CUT_MARK.search(line.text)
+        if mark is None:
+            out.append(line)
+            continue
+        shown = line.text[: mark.start()]
+        whole = None
+        if counted < _WHOLE_LINES:
+            counted += 1
+            whole = await _line_text(backend, session_id, line.number)
+        if whole is not None and max_line_chars is not None:
+            shown = whole[:max_line_chars]
+        if whole is not None and len(whole) <= len(shown):
+            out.append(Line(line.number, whole))
+            continue
+        more = f"{len(whole) - len(shown)} more characters" if whole else "more characters"
+        read = json.dumps(
+            {
+                "session_id": session_id,
+                "offset": line.number,
+                "limit": 1,
+                "max_line_chars": len(whole) if whole else 100_000,
+            }
+        )
+        out.append(Line(line.number, f"{shown}… [{more}; read_output {read} shows it whole]"))
+    return out
+
+
+async def _line_text(backend: Backend, session_id: str, number: int) -> str | None:
+    """The whole clean text of line `number`, from its bytes (None: no longer kept)."""
+    chunk = await backend.request(ReadRawParams(id=session_id, owner=backend.owner, line=number))
+    if chunk.gap or not chunk.data:
+        return None
+    raw = chunk.data.rstrip(b"\n")
+    cleaned = clean_lines(
+        raw, max_line_length=len(raw) + 1, max_escape_length=_ESCAPE_LENGTH, start=chunk.offset
+    )
+    return cleaned[0] if cleaned else ""
 
 
 def _description(tool: str, words: str) -> str:
@@ -390,11 +517,11 @@ async def exec_command(backend: Backend, args: ExecCommandArguments) -> Reply:
         )
     )
     session_id = result.id
-    shown, gone, notes = _command_output(
-        result.lines, result.missed_lines, args.max_output_chars, session_id
+    shown, gone, notes = await _command_output(
+        backend, result.lines, result.missed_lines, args.max_output_chars, session_id
     )
+    await _seek(backend, session_id)  # running or ended: what it showed counts as seen
     if result.status == "running":
-        await _seek(backend, session_id)
         state = State("running", None, None)
         waited = _waited(args.yield_time_ms)
         head = [_exit_line(state), f"Status: still running after {waited}; session_id {session_id}"]
@@ -458,14 +585,15 @@ async def shell_command(backend: Backend, args: ShellCommandArguments) -> Reply:
         notes.append(
             "(workdir applies when a shell starts: this one stays where it was; cd moves it.)"
         )
-    result = await backend.request(
-        RunParams(
-            id=session_id, command=args.cmd, owner=backend.owner, timeout_ms=args.yield_time_ms
+    async with progress.following(backend, session_id, total_ms=args.yield_time_ms):
+        result = await backend.request(
+            RunParams(
+                id=session_id, command=args.cmd, owner=backend.owner, timeout_ms=args.yield_time_ms
+            )
         )
-    )
     await _seek(backend, session_id)
-    shown, gone, cut = _command_output(
-        result.lines, result.missed_lines, args.max_output_chars, session_id
+    shown, gone, cut = await _command_output(
+        backend, result.lines, result.missed_lines, args.max_output_chars, session_id
     )
     notes[:0] = cut
     if result.reason == "timeout":
@@ -511,15 +639,20 @@ async def write_stdin(backend: Backend, args: WriteStdinArguments) -> Reply:
             )
         else:
             head.append("Input not sent: it had already ended.")
+    # After typed input, quiet means the program answered; a poll waits for an event.
+    yield_ms = args.yield_time_ms if data else max(args.yield_time_ms, EMPTY_POLL_FLOOR_MS)
     wait = Wait(
-        idle_ms=QUIET_MS,
+        pattern=args.pattern,
+        idle_ms=QUIET_MS if data else None,
         exit=True,
         prompt=info.shell is not None and info.status == "running",
-        timeout_ms=args.yield_time_ms,
+        timeout_ms=yield_ms,
     )
-    page = await _read(backend, info.id, since="last", limit=_SINCE_LIMIT, wait=wait)
+    async with progress.following(backend, info.id, total_ms=yield_ms):
+        page = await _read(backend, info.id, since="last", limit=_SINCE_LIMIT, wait=wait)
     info, state = await _get(backend, info.id)
-    shown = show_lines(page.lines, args.max_output_chars, session_id=info.id)
+    lines = await _whole_lines(backend, info.id, page.lines)
+    shown = show_lines(lines, args.max_output_chars, session_id=info.id)
     head[:0] = [_exit_line(state), f"Status: {state.status}; session_id {info.id}"]
     notes = _page_notes(page, info.id)
     if state.status == "running":
@@ -545,7 +678,11 @@ async def read_output(backend: Backend, args: ReadOutputArguments) -> Reply:
     else:
         page = await _read(backend, args.session_id, tail=args.tail or DEFAULT_TAIL)
     info, state = await _get(backend, args.session_id)
-    shown = show_lines(page.lines, args.max_output_chars, session_id=info.id)
+    lines = await _whole_lines(backend, info.id, page.lines, args.max_line_chars)
+    budget = args.max_output_chars
+    if args.max_line_chars is not None:  # a line asked for whole is not cut by the budget
+        budget = max(budget, min(_cost(lines), args.max_line_chars + 200))
+    shown = show_lines(lines, budget, session_id=info.id)
     if page.lines:
         where = f"lines {page.lines[0].number}-{page.lines[-1].number} of {page.total_lines}"
     else:
@@ -660,7 +797,8 @@ async def kill(backend: Backend, args: SessionArguments) -> Reply:
     await backend.request(KillParams(id=args.session_id, owner=backend.owner, cleanup=False))
     page = await _read(backend, args.session_id, since="last", limit=_SINCE_LIMIT)
     info, state = await _get(backend, args.session_id)
-    shown = show_lines(page.lines, DEFAULT_MAX_CHARS, session_id=info.id)
+    lines = await _whole_lines(backend, info.id, page.lines)
+    shown = show_lines(lines, DEFAULT_MAX_CHARS, session_id=info.id)
     head = [_exit_line(state), f"Status: {state.status}; session_id {info.id}"]
     return Reply(
         _text(head, shown, label="Output you had not seen", notes=_page_notes(page, info.id)),
@@ -691,7 +829,8 @@ async def spawn(backend: Backend, args: SpawnArguments) -> Reply:
         info, state = await _get(backend, info.id)
     else:
         state = state_of(info)
-    shown = show_lines(page.lines, args.max_output_chars, session_id=info.id)
+    lines = await _whole_lines(backend, info.id, page.lines)
+    shown = show_lines(lines, args.max_output_chars, session_id=info.id)
     matched = page.reason == "matched"
     head = [_exit_line(state), f"Status: {state.status}; session_id {info.id}; pid {info.pid}"]
     if args.ready_pattern is not None and state.status == "running":
@@ -759,8 +898,10 @@ Type into a running session (a command from exec_command or shell_command, a pro
 spawn), then return the output that came after what you last saw of it. With empty chars \
 and no keys nothing is sent: it just waits for new output.
 
-It returns when the program exits, when a shell shows its prompt again, when the output \
-has been quiet for 0.5 s, or after yield_time_ms (default 10 s, at most 30 s).
+It returns when the program exits, when a shell shows its prompt again, when a new line \
+matches pattern, or after yield_time_ms (default 10 s, at most 30 s); after typed input \
+also once the output has been quiet for 0.5 s. With nothing to send (following a build) it \
+waits at least 5 s for one of those: call it once per wait, not in a loop.
 
 Input is literal: chars reach the program exactly as you send them ("\\n" in JSON is \
 Enter, "\\u0003" Ctrl-C, "\\u0004" Ctrl-D; a backslash stays a backslash, so code and \
@@ -819,7 +960,9 @@ exec_command runs a command line as a script would and returns its exit code and
 shell_command runs commands in one shell that keeps cd and variables between calls; spawn \
 starts a program that keeps running (a server, a REPL). Each gives a session_id when the \
 program outlives the call: write_stdin types into it (literally: what you send is what it \
-gets; keys by name in keys) and shows new output, read_output reads or searches its output, \
+gets; keys by name in keys) and shows new output (with nothing to send it waits until the \
+program ends, its shell prompt returns or a pattern matches: one call follows a build), \
+read_output reads or searches its output, \
 screen shows full-screen programs, kill ends it, list_sessions lists them. Everything still \
 running ends when this MCP server stops."""
 

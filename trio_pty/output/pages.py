@@ -31,6 +31,7 @@ __all__ = [
     "check_wait",
     "clean_lines",
     "head_and_tail",
+    "line_bytes",
     "line_range",
     "page",
     "plan_read",
@@ -214,6 +215,31 @@ def line_range(output: OutputBuffer, start: int | None, end: int | None) -> tupl
     if stop <= start:
         return first, first - 1
     return first, output.line_of_offset(stop - 1)
+
+
+def line_bytes(output: OutputBuffer, line: int) -> tuple[int, int, bool]:
+    """The raw bytes [start, stop) of line `line` (its newline included), and whether its
+    start already left the buffer (then `start` is the oldest byte kept). A line gone
+    whole, or not begun yet, is empty. For reading a line whole that `read` cut at
+    max_line_length (`pty.read_raw` with `line`)."""
+    low, end = output.start_offset, output.end_offset
+    if line < output.line_of_offset(low) or line >= output.total_lines:
+        return low, low, line < output.first_line
+
+    def first_at(number: int) -> int:
+        """The first retained offset whose line is `number` or later (end: none)."""
+        lo, hi = low, end
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if output.line_of_offset(mid) >= number:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    start = first_at(line)
+    partial = start == low and line < output.first_line
+    return start, first_at(line + 1), partial
 
 
 def span(

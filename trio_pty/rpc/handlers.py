@@ -191,7 +191,9 @@ async def _commands(ctx: Context, p: CommandsParams) -> CommandList:
 
 
 async def _read_raw(ctx: Context, p: ReadRawParams) -> RawOutput:
-    chunk = await ctx.manager.read_raw(p.id, owner=p.owner, offset=p.offset, limit=p.limit)
+    chunk = await ctx.manager.read_raw(
+        p.id, owner=p.owner, offset=p.offset, limit=p.limit, line=p.line
+    )
     return RawOutput.of(chunk)
 
 

@@ -387,6 +387,7 @@ class ReadRawParams(Params[RawOutput]):
     owner: str = DEFAULT_OWNER
     offset: int = 0
     limit: int | None = None
+    line: int | None = None  # the bytes of this line (from offset within it), newline included
 
 
 @attrs.frozen(kw_only=True)
