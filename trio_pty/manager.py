@@ -577,14 +577,24 @@ class Manager(metaclass=_NoPublicConstructor):
         owner: str = "default",
         offset: int | None = None,
         driver: bool = False,
+        redraw: bool = False,
     ) -> AsyncIterator[Attachment]:
         """Stream raw output: `async for chunk in attachment` gives OutputChunks, first the
         retained snapshot (or exactly the bytes after `offset`), then live output, until the
-        session is removed or has ended and everything was delivered."""
+        session is removed or has ended and everything was delivered. With `redraw`, the
+        attachment's `drawn` is the session's state drawn from its screen model
+        (docs/output.md) and the chunks start at its offset: no old byte is replayed."""
         session = self._session(session_id, owner)
-        if offset is not None:
+        drawn = None
+        if redraw:
+            if offset is not None:
+                raise errors.InvalidInput("redraw", "draws the state now: not with an offset")
+            drawn = self._screens.draw(session.id, session.output, trio.current_time())
+            offset = drawn.offset
+        elif offset is not None:
             offset = validate.byte_offset(offset)
         attachment = session.attach(offset, driver=driver)
+        attachment.drawn = drawn
         try:
             yield attachment
         finally:
