@@ -108,6 +108,7 @@ def test_history_is_what_scrolled_off_the_screen() -> None:
 
 def test_seven_bit_writes_out_repeats_csi_and_colours() -> None:
     assert draw.seven_bit("ab \x1b[3b\x9b1;2H\x1b[0;38:5:200m") == "ab    \x1b[1;2H\x1b[0;38;5;200m"
+    assert draw.seven_bit("ab \x1b[3b\r\nc  \r\n") == "ab\x1b[K\r\nc\x1b[K\r\n"
 
 
 def test_a_sequence_the_output_ends_inside_is_sent_live_whole() -> None:

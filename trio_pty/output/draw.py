@@ -82,6 +82,10 @@ _C1: Final = {
     "\x9f": "\x1b_",
 }
 _C1_INTRODUCERS = re.compile("[" + "".join(_C1) + "]")
+# The blanks that end a row: erased (EL) rather than written, so that the terminal keeps
+# them as empty cells (a copy or a right-trimmed read of the row leaves them out).
+# The last row is followed by the end of the grid: a plain SGR reset, then the cursor placed.
+_TRAILING_BLANKS = re.compile(r" +(?:\x1b\[[0-9]+b)?(?=\r\n|\x1b\[m\x1b\[[0-9]+;[0-9]+H)")
 _REPEAT = re.compile(r"(.)\x1b\[([0-9]+)b", re.DOTALL)
 _TO_ALTERNATE = re.compile(r"(?:\x1b7)?(\x1b\[m)?\x1b\[\?1047h")
 _SGR = re.compile(r"\x1b\[[0-9;:]*m")
@@ -90,10 +94,11 @@ _CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
 def seven_bit(dump: str) -> str:
     """avt's dump as every terminal reads it: its 8-bit CSI (U+009B, which terminals reading
-    UTF-8 ignore) as ESC [ (and the other C1 introducers likewise), a repeat (REP, CSI n b)
-    written out, and colours with colons (`38:5:n`, `38:2:r:g:b`) with semicolons, which
-    older terminals also read."""
+    UTF-8 ignore) as ESC [ (and the other C1 introducers likewise), the blanks ending a row
+    erased, a repeat (REP, CSI n b) written out, and colours with colons (`38:5:n`,
+    `38:2:r:g:b`) with semicolons, which older terminals also read."""
     dump = _C1_INTRODUCERS.sub(lambda match: _C1[match.group()], dump)
+    dump = _TRAILING_BLANKS.sub("\x1b[K", dump)
     dump = _REPEAT.sub(lambda match: match.group(1) * (int(match.group(2)) + 1), dump)
     dump = _SGR.sub(lambda match: match.group().replace(":", ";"), dump)
     dump = _tab_stops_first(dump)
@@ -181,13 +186,14 @@ def draw(
     modes: dict[int, bool],
     title: str | None,
 ) -> str:
-    """The bytes of a drawing: the history lines, then `rows` line feeds (whatever the
-    terminal showed, the history included, goes up into its scrollback), the screen from the
+    """The bytes of a drawing: the history lines, then `rows` - 1 line feeds (whatever the
+    terminal showed above the cursor's row, which a line feed left empty, the history
+    included, goes up into its scrollback), the screen from the
     home position (`screen`: a `seven_bit` dump, which expects a clear screen and default
     attributes), then the input modes that are on and the title."""
     parts = ["\x1b[0m"]
     parts += [line + "\r\n" for line in history]
-    parts.append("\r\n" * rows + "\x1b[H\x1b[J")
+    parts.append("\r\n" * (rows - 1) + "\x1b[H\x1b[J")
     parts.append(screen)
     parts += [f"\x1b[?{mode}h" for mode in INPUT_MODES if modes.get(mode) and mode != 66]
     if modes.get(66):
