@@ -102,8 +102,9 @@ def test_history_is_what_scrolled_off_the_screen() -> None:
     assert history.startswith("\x1b[0m" + "".join(f"line {n}\r\n" for n in range(7)))
     assert "line 7" not in history and "line 7" in screen
     # A wrapped line takes its rows: the one partly scrolled away counts as history.
-    assert draw.history_lines(["a", "b" * 25, "c"], rows_above=3, cols=20) == ["a"]
-    assert draw.history_lines(["a", "b" * 45, "c"], rows_above=3, cols=20) == ["a", "b" * 45]
+    assert draw.history_lines(["a", "b" * 25, "c"], rows_above=3, cols=20) == "a\r\n"
+    assert draw.history_lines(["a\x1b[6n", "b" * 45, "c"], 3, 20) == "a[6n\r\n" + "b" * 45 + "\r\n"
+    assert draw.history_lines(["a", "b"], rows_above=2, cols=20) == ""
 
 
 def test_seven_bit_writes_out_repeats_csi_and_colours() -> None:
