@@ -554,5 +554,5 @@ def output_frame(session_id: str, chunk: OutputChunk) -> str:
     return (
         f'{{"jsonrpc":"2.0","method":"pty.output","params":{{"id":{dumps(session_id)},'
         f'"offset":{chunk.offset},"data":"{data}","gap":{gap},'
-        f'"next_offset":{chunk.offset + len(chunk.data)}}}}}'
+        f'"next_offset":{chunk.offset + len(chunk.data)},"drawn":false,"rows":null,"cols":null}}}}'
     )
