@@ -3,7 +3,8 @@
 Your terminal goes raw; as a driver, the session takes your window's size first; then your
 terminal gets the session's state drawn from its screen model (`pty.attach` with `redraw`:
 history lines, the screen, its modes and title; never the old raw bytes, whose terminal
-queries your terminal would answer into the session), then the live output byte for byte
+queries your terminal would answer into the session; a file or a pipe gets the raw output),
+then the live output byte for byte
 (followed by a `ModeTracker`); your keystrokes go to the session byte for byte (`pty.write`
 with escapes), a window resize (SIGWINCH) resizes the session. The detach keys (`--detach-key`,
 default `C-]`; pressed twice they send themselves) end it, as do the session's end, a lost
@@ -136,7 +137,9 @@ class _Attached:
         then turn off what the program left on."""
         stdin, stdout = _AsyncFd(0), _AsyncFd(1)
         driver = not self.read_only
-        params = AttachParams(id=self.session_id, owner=self.owner, driver=driver, redraw=True)
+        # A terminal gets the state drawn; a file or a pipe, the output as it was.
+        redraw = os.isatty(1)
+        params = AttachParams(id=self.session_id, owner=self.owner, driver=driver, redraw=redraw)
         try:
             if driver:  # first, so that the state is drawn at your window's size
                 await self._resize()
