@@ -967,6 +967,7 @@ def test_a_read_only_token_watches_a_live_session(monitor: Monitor) -> None:
     page.keyboard.type("typed")
     page.keyboard.press("Enter")
     assert (status(page)["rows"], status(page)["cols"]) == (40, 150)
+    assert page.locator("#term-size").inner_text() == "150\u00d740 (clipped)"  # marked
     page.set_viewport_size({"width": 700, "height": 560})
     page.wait_for_timeout(300)  # a refit, were there one, would have happened
     assert (status(page)["rows"], status(page)["cols"]) == (40, 150)

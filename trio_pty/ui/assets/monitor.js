@@ -479,6 +479,7 @@
       this.nextOffset = null; // next_offset of the last chunk rendered: where a resume starts
       this.attached = false;
       this.driving = false; // the person typed into it (or moved the splitter): it sizes
+      this.clipped = false; // watching a session larger than the box: its top-left shows
       this.redrawing = false;
       this.removed = false;
       this.queue = []; // escaped input not sent yet
@@ -631,9 +632,17 @@
         // Watching: the session's size, whatever the box (a larger session is clipped).
         const { rows, cols } = this.info;
         if (rows > 0 && cols > 0 && (this.term.rows !== rows || this.term.cols !== cols)) this.term.resize(cols, rows);
+        // A session larger than the box shows its top-left: say so (toolbar and tooltip).
+        const fits = this.visible() ? this.fit.proposeDimensions() : undefined;
+        this.clipped = Boolean(fits && (fits.rows < this.term.rows || fits.cols < this.term.cols));
+        this.host.title = this.clipped ? `The top-left of the session's ${this.term.cols}\u00d7${this.term.rows} screen: type here to resize it to this box` : '';
+        this.element.classList.toggle('clipped', this.clipped);
         if (state.active === this) showSize();
         return;
       }
+      this.clipped = false;
+      this.host.title = '';
+      this.element.classList.remove('clipped');
       if (!this.visible()) return;
       try {
         this.fit.fit();
@@ -998,7 +1007,7 @@
 
   function showSize() {
     const view = state.active;
-    $('term-size').textContent = view ? `${view.term.cols}\u00d7${view.term.rows}` : '';
+    $('term-size').textContent = view ? `${view.term.cols}\u00d7${view.term.rows}${view.clipped ? ' (clipped)' : ''}` : '';
   }
 
   function toolbar() {
