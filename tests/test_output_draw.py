@@ -145,3 +145,16 @@ def test_tab_stops_after_a_resize_leave_the_saved_cursor_alone() -> None:
     mine = LiveScreen.from_oldest(resized).image("x", None)
     truth = LiveScreen.from_oldest(everything).image("x", None)
     assert (mine.lines, mine.cursor) == (truth.lines, truth.cursor)
+
+
+def test_on_the_alternate_screen_the_history_stops_above_the_primary_screen() -> None:
+    lines = "".join(f"line {n}\r\n" for n in range(12)) + "$ vim\r\n"
+    for resized in (False, True):  # after a resize, the dump sets tab stops too
+        buffer = buffer_of(lines.encode(), rows=4, cols=80)
+        if resized:
+            buffer.note_size(5, 100)
+        buffer.append(b"\x1b[?1049h\x1b[H~\r\n~")
+        text = ScreenCache(4, 60).draw("x", buffer, 0.0).data.decode()
+        history, screen = text.split("\x1b[H\x1b[J")
+        assert "line 8\r\n" in history and "$ vim" not in history, (resized, history)
+        assert "$ vim" in screen

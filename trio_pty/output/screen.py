@@ -64,9 +64,9 @@ _REPLAYED_WHOLE: Final = 65_536
 _COLLAPSED_ABOVE: Final = 262_144  # a shorter replay is fed as it is: collapsing costs more
 _RUNNING_MARK: Final = "[full-screen program running since"  # lines.py's, for a program on
 _SEQUENCE_TAIL: Final = 4096  # bytes looked back for a sequence the output ends inside
-# In avt's dump of a session on the alternate screen, the primary screen's cursor is the
-# last placement before the switch (it saves that cursor, then switches).
-_PRIMARY_CURSOR = re.compile(r"\x9b([0-9]+);[0-9]+H[^\x9b]*\x9b\?1047h")
+# In the dump of a session on the alternate screen (made `seven_bit`), the primary screen's
+# cursor is the placement just before the switch (which saves that cursor).
+_PRIMARY_CURSOR = re.compile(r"\x1b\[([0-9]+);[0-9]+H(?:\x1b\[[0-9;]*m)*\x1b\[\?1049h")
 
 
 def scroll_start(data: bytes, rows: int) -> int:
@@ -437,12 +437,12 @@ class LiveScreen:
         the terminal gets it live, whole, rather than the dump's part of it)."""
         vt = self._vt
         cols, rows = vt.size
-        dump = vt.dump()
+        screen = drawing.seven_bit(vt.dump())
         texts = output.read_compact(output.first_line, output.total_lines).lines
         if self._alternate and texts and texts[-1].startswith(_RUNNING_MARK):
             texts = texts[:-1]  # the line log's mark of the program the screen shows
         if self._alternate:  # its cursor's row is the one below the command that started it
-            found = _PRIMARY_CURSOR.search(dump)
+            found = _PRIMARY_CURSOR.search(screen)
             rows_above = int(found.group(1)) - 1 if found else 0
         else:  # its cursor's row holds the unfinished last line, when there is one
             unfinished = output.total_lines > output.complete_lines
@@ -451,7 +451,6 @@ class LiveScreen:
         data, base = output.snapshot_with_offset()
         end = self.fed - base
         offset = self.fed - len(self._decoder.getstate()[0])
-        screen = drawing.seven_bit(dump)
         pending = drawing.pending_sequence(screen)
         if pending >= 0:  # the dump ends with the sequence the emulator is inside
             escape = data.rfind(b"\x1b", max(0, end - _SEQUENCE_TAIL), end)
