@@ -21,12 +21,17 @@ import trio
 from trio_pty.client.client import TrioPtyClient, connect
 from trio_pty.model import Wait
 from trio_pty.wire import (
+    CommandsParams,
     KillParams,
     ListParams,
     OwnerDeleteParams,
     ReadParams,
     ReadRawParams,
+    RunParams,
+    ScreenParams,
     SpawnParams,
+    SpawnShellParams,
+    WriteParams,
 )
 
 from .helpers import alive, poll_until
@@ -101,16 +106,20 @@ class Tmux:
     async def type(self, text: str) -> None:
         await self.run("send-keys", "-t", "t", "-l", text)
 
-    async def screen(self) -> str:
-        return await self.run("capture-pane", "-p", "-t", "t")
+    async def screen(self, *, history: bool = False) -> str:
+        """The pane's text; with `history`, its scrollback above it (attach draws the
+        session's screen from the top of the pane, pushing what was there up)."""
+        return await self.run("capture-pane", "-p", "-t", "t", *(("-S", "-") if history else ()))
 
     async def flags(self) -> dict[str, str]:
         values = await self.run("display", "-p", "-t", "t", " ".join(f"#{{{f}}}" for f in FLAGS))
         return dict(zip(FLAGS, values.split(), strict=True))
 
-    async def wait_for(self, condition: Callable[[str], bool], what: str) -> str:
+    async def wait_for(
+        self, condition: Callable[[str], bool], what: str, *, history: bool = False
+    ) -> str:
         with trio.move_on_after(10):
-            while not condition(screen := await self.screen()):  # noqa: ASYNC110 - polling tmux
+            while not condition(screen := await self.screen(history=history)):  # noqa: ASYNC110
                 await trio.sleep(0.05)
             return screen
         raise AssertionError(f"the pane never showed {what}:\n{await self.screen()}")
@@ -218,8 +227,11 @@ async def test_detaching_from_vim_leaves_the_terminal_as_it_was(
                 lines = screen.splitlines()
                 detached = next(i for i, line in enumerate(lines) if "[detached from" in line)
                 assert lines[detached] == f"[detached from {vim.id}]"  # a line of its own
-                # Back on the main screen, under the line the banner was on when vim started.
-                assert lines[detached - 1] == f"[attached to {vim.id}; detach with C-]]"
+                # Back on the main screen: the session's (vim ran from its start: empty), the
+                # banner above it, in the scrollback.
+                assert f"[attached to {vim.id}; detach with C-]]" not in screen
+                scrollback = await tmux.screen(history=True)
+                assert f"[attached to {vim.id}; detach with C-]]" in scrollback
 
                 # Bracketed paste is off: a paste reaches a program as typed text.
                 await tmux.type("cat -v")
@@ -259,7 +271,7 @@ async def test_detach_keys_can_be_changed_and_pressed_twice_go_through(
             async with tmux_pane(tmp_path, pane_env(live, owner)) as tmux:
                 await tmux.type(attach_command(cat.id, "--detach-key", "C-b d"))
                 await tmux.keys("Enter")
-                await tmux.wait_for(lambda s: "detach with C-b d" in s, "the banner")
+                await tmux.wait_for(lambda s: "detach with C-b d" in s, "the banner", history=True)
                 await tmux.type("one")
                 await tmux.keys("C-b", "C-b", "C-]", "Enter")  # C-b twice: one C-b goes
                 await tmux.wait_for(lambda s: "one^B^]" in s, "the keys")
@@ -269,12 +281,16 @@ async def test_detach_keys_can_be_changed_and_pressed_twice_go_through(
 
                 await tmux.type(attach_command(cat.id))  # the default: C-]
                 await tmux.keys("Enter")
-                await tmux.wait_for(lambda s: s.count("detach with C-]") == 1, "the banner")
+                await tmux.wait_for(
+                    lambda s: s.count("detach with C-]") == 1, "the banner", history=True
+                )
                 await tmux.type("two")
                 await tmux.keys("C-]", "C-]", "Enter")
                 await tmux.wait_for(lambda s: "two^]" in s, "the key sent through")
                 await tmux.keys("C-]")  # alone: a detach once nothing follows
-                await tmux.wait_for(lambda s: s.count("rc=0") == 2, "the second detach")
+                await tmux.wait_for(
+                    lambda s: s.count("rc=0") == 2, "the second detach", history=True
+                )
                 assert "two^]" in await session_text()
             await client.request(KillParams(id=cat.id, owner=owner, cleanup=True))
 
@@ -298,7 +314,9 @@ async def test_read_only_attach_sends_nothing_and_keeps_the_size(
             async with tmux_pane(tmp_path, pane_env(live, owner)) as tmux:
                 await tmux.type(attach_command(target.id, "--read-only"))
                 await tmux.keys("Enter")
-                await tmux.wait_for(lambda s: f"[watching {target.id}" in s, "the banner")
+                await tmux.wait_for(
+                    lambda s: f"[watching {target.id}" in s, "the banner", history=True
+                )
                 await tmux.wait_for(lambda s: "prompt>" in s, "the session's output")
                 await tmux.type("typed while watching")
                 await tmux.keys("Enter", "C-]")
@@ -315,3 +333,58 @@ async def test_read_only_attach_sends_nothing_and_keeps_the_size(
             [info] = (await client.request(ListParams(owner=owner))).sessions
             assert (info.rows, info.cols) == (24, 80)  # not the pane's 30x100
             await client.request(KillParams(id=target.id, owner=owner, cleanup=True))
+
+
+async def test_reattaching_draws_the_screen_and_types_nothing(
+    live: ServerProcess, request: Any, tmp_path: Path
+) -> None:
+    owner = owner_for(request)
+    with trio.fail_after(90):
+        async with owner_client(live, owner) as client:
+            shell = await client.request(
+                SpawnShellParams(owner=owner, description="shell", shell="bash", rows=30, cols=100)
+            )
+            # Vim, then a command that asks the terminal where its cursor is and what it is
+            # (answered, while nobody is attached, by the server) and reads the answers.
+            await client.request(WriteParams(id=shell.id, owner=owner, data="vim -u NONE\r"))
+            await client.request(
+                ScreenParams(id=shell.id, owner=owner, wait=Wait(pattern="^~", timeout_ms=5000))
+            )
+            await client.request(WriteParams(id=shell.id, owner=owner, data=":q\r"))
+            await client.request(
+                ReadParams(id=shell.id, owner=owner, wait=Wait(prompt=True, timeout_ms=5000))
+            )
+            await client.request(
+                RunParams(
+                    id=shell.id, owner=owner, command="printf '\\033[6n\\033[>c'; read -rs -d c"
+                )
+            )
+            await client.request(RunParams(id=shell.id, owner=owner, command="echo ready"))
+            assert b"\x1b[6n" in await raw_output(client, shell.id, owner)
+            commands = (await client.request(CommandsParams(id=shell.id, owner=owner))).commands
+            before = await client.request(ScreenParams(id=shell.id, owner=owner))
+
+            async with tmux_pane(tmp_path, pane_env(live, owner)) as tmux:
+                expected = [line.rstrip() for line in before.lines]
+
+                def shows_the_session(pane: str) -> bool:
+                    # The pane is 30 rows: the session's screen (resized to it) fills it.
+                    rows = [line.rstrip() for line in pane.splitlines()]
+                    return rows == expected[: len(rows)] and len(rows) >= len(expected) - 1
+
+                for _ in range(3):
+                    await tmux.type(attach_command(shell.id))
+                    await tmux.keys("Enter")
+                    await tmux.wait_for(shows_the_session, "the session's screen, drawn")
+                    await tmux.keys("C-]")
+                    await tmux.wait_for(lambda s: s.count("rc=0") == 1, "the detach")
+                    await tmux.type("printf '\\033[H\\033[2J'")
+                    await tmux.keys("Enter")
+                    await tmux.wait_for(lambda s: "rc=0" not in s, "a clear pane")
+
+            after = (await client.request(CommandsParams(id=shell.id, owner=owner))).commands
+            assert [c.command for c in after] == [c.command for c in commands]
+            screen = await client.request(ScreenParams(id=shell.id, owner=owner))
+            assert screen.lines == before.lines  # nothing typed at the prompt
+            assert b"R" not in (await raw_output(client, shell.id, owner)).rsplit(b"ready", 1)[1]
+            await client.request(KillParams(id=shell.id, owner=owner, cleanup=True))

@@ -952,7 +952,9 @@ def test_a_read_only_token_watches_a_live_session(monitor: Monitor) -> None:
     or spawn. Before, it attached as a driver, was refused, and showed nothing."""
     owner = monitor.owner("watched")
     script = 'echo WATCH-ME; while read line; do echo "GOT $line"; done'
-    (info,) = monitor.spawn(sh(owner, script, "watched", ready=Wait(pattern="WATCH-ME")))
+    # Larger than the view's box: shown at its own size (clipped), never resized to the box.
+    watched = sh(owner, script, "watched", ready=Wait(pattern="WATCH-ME"), rows=40, cols=150)
+    (info,) = monitor.spawn(watched)
     page = monitor.open(1200, "?token=" + WATCHER_TOKEN, url=monitor.url.partition("?")[0])
     connected(page)
     poll(page, f"{MONITOR}.status().readOnly")
@@ -965,10 +967,11 @@ def test_a_read_only_token_watches_a_live_session(monitor: Monitor) -> None:
     page.locator(".view.active .term").click()
     page.keyboard.type("typed")
     page.keyboard.press("Enter")
-    cols = status(page)["cols"]
+    assert (status(page)["rows"], status(page)["cols"]) == (40, 150)
+    assert page.locator("#term-size").inner_text() == "150\u00d740 (clipped)"  # marked
     page.set_viewport_size({"width": 700, "height": 560})
-    poll(page, f"{MONITOR}.status().cols !== {cols}")  # the view refitted
-    page.wait_for_timeout(300)
+    page.wait_for_timeout(300)  # a refit, were there one, would have happened
+    assert (status(page)["rows"], status(page)["cols"]) == (40, 150)
     after = monitor.session(info)
     assert (after.byte_count, after.rows, after.cols) == (
         before.byte_count,
@@ -1000,6 +1003,52 @@ def test_the_selected_session_downloads_as_an_asciicast(monitor: Monitor) -> Non
     assert json.loads(header)["version"] == 3
     events = [json.loads(line) for line in lines]
     assert "".join(data for _, code, data in events if code == "o") == "RECORD-ME\r\n"
+
+
+def test_watching_in_the_grid_resizes_nothing(monitor: Monitor) -> None:
+    """Opening sessions, in tabs or in the grid, and closing the page leaves every session
+    the size it had: only a view the person typed into resizes its session."""
+    owner = monitor.owner("grid")
+    sizes = [(24, 80), (40, 150), (10, 40)]
+    infos = monitor.spawn(
+        *(
+            sh(owner, f"echo GRID-{n}; exec cat", f"grid {n}", rows=rows, cols=cols)
+            for n, (rows, cols) in enumerate(sizes)
+        )
+    )
+    page = monitor.open(1200, f"&owner={owner}")
+    connected(page)
+    for n, info in enumerate(infos):
+        page.locator(f"#sessions tbody tr[data-id='{info.id}']").click()
+        rendered(page, f"GRID-{n}")
+        assert (status(page)["rows"], status(page)["cols"]) == sizes[n]  # the session's
+    page.locator("#layout").click()
+    assert status(page)["layout"] == "grid"
+    for n, info in enumerate(infos):
+        rendered(page, f"GRID-{n}", f".view[data-id='{info.id}']")
+    page.set_viewport_size({"width": 500, "height": 400})  # a phone's
+    page.wait_for_timeout(300)
+    page.close()
+    assert [(monitor.session(i).rows, monitor.session(i).cols) for i in infos] == sizes
+
+    # Typing into the focused view of the tabs layout makes it the driver: it resizes.
+    page = monitor.open(1200, f"&owner={owner}")
+    connected(page)
+    page.locator(f"#sessions tbody tr[data-id='{infos[0].id}']").click()
+    rendered(page, "GRID-0")
+    page.locator(".view.active .term").click()
+    page.keyboard.type("typed")
+    page.keyboard.press("Enter")
+    poll(page, f"{MONITOR}.status().cols !== 80")
+    view = status(page)
+    deadline = time.monotonic() + 5
+    while (monitor.session(infos[0]).rows, monitor.session(infos[0]).cols) != (
+        view["rows"],
+        view["cols"],
+    ):
+        assert time.monotonic() < deadline, "the driven session was not resized"
+        time.sleep(0.05)
+    page.close()
 
 
 # --------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from typing import Final
 from .lifecycle import Lifecycle
 from .model import OutputChunk
 from .output.buffer import OutputBuffer
+from .output.draw import Drawn
 
 _SAFE_START_SCAN: Final = 65_536
 
@@ -20,6 +21,8 @@ class Attachment:
     chunk flagged `gap` and resumes at the oldest retained line. A `driver` is a client that
     answers terminal queries itself, so the session stops answering them while it is there.
     Its session sees it only through the lifecycle: attached (not idle), driven, detached.
+    An attachment that starts from a drawing of the session's state (`drawn`, set by who
+    drew it) starts its cursor at the drawing's offset.
     """
 
     def __init__(
@@ -39,6 +42,7 @@ class Attachment:
         self._chunk_bytes = chunk_bytes
         self._closed = False
         self._gap = False
+        self.drawn: Drawn | None = None
         if offset is None or offset < output.start_offset or offset > output.end_offset:
             self._gap = offset is not None
             self._cursor = self._safe_start()

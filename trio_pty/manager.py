@@ -620,15 +620,25 @@ class Manager(metaclass=_NoPublicConstructor):
         offset: int | None = None,
         driver: bool = False,
         active: bool = True,
+        redraw: bool = False,
     ) -> AsyncIterator[Attachment]:
         """Stream raw output: `async for chunk in attachment` gives OutputChunks, first the
         retained snapshot (or exactly the bytes after `offset`), then live output, until the
         session is removed or has ended and everything was delivered. An `active` attachment
-        keeps the session from its idle timeout; a watcher's (`active=False`) does not."""
+        keeps the session from its idle timeout; a watcher's (`active=False`) does not. With
+        `redraw`, the attachment's `drawn` is the session's state drawn from its screen model
+        (docs/output.md) and the chunks start at its offset: no old byte is replayed."""
         session = self._session(session_id, owner)
-        if offset is not None:
+        drawn = None
+        if redraw:
+            if offset is not None:
+                raise errors.InvalidInput("redraw", "draws the state now: not with an offset")
+            drawn = self._screens.draw(session.id, session.output, trio.current_time())
+            offset = drawn.offset
+        elif offset is not None:
             offset = validate.byte_offset(offset)
         attachment = session.attach(offset, driver=driver, active=active)
+        attachment.drawn = drawn
         try:
             yield attachment
         finally:

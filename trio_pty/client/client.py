@@ -361,6 +361,7 @@ class TrioPtyClient:
         try:
             first = await self.request(params)
             attachment = ClientAttachment(session_id, first.chunk(), receive)
+            attachment.cursor = first.next_offset  # a drawn first chunk is not raw output
             yield attachment
         finally:
             if self._attachments.get(session_id) is send:

@@ -1,8 +1,12 @@
 """`trio-pty attach`: your terminal connected to a session, as tmux attaches a client.
 
-Your terminal goes raw; the session's output is copied to it byte for byte (and followed by
-a `ModeTracker`), your keystrokes go to the session byte for byte (`pty.write` with
-escapes), a window resize (SIGWINCH) resizes the session. The detach keys (`--detach-key`,
+Your terminal goes raw; as a driver, the session takes your window's size first; then your
+terminal gets the session's state drawn from its screen model (`pty.attach` with `redraw`:
+history lines, the screen, its modes and title; never the old raw bytes, whose terminal
+queries your terminal would answer into the session; a file or a pipe gets the raw output),
+then the live output byte for byte
+(followed by a `ModeTracker`); your keystrokes go to the session byte for byte (`pty.write`
+with escapes), a window resize (SIGWINCH) resizes the session. The detach keys (`--detach-key`,
 default `C-]`; pressed twice they send themselves) end it, as do the session's end, a lost
 connection, SIGTERM and SIGHUP; on every way out your terminal gets back what it had: the
 modes the program turned on are turned off, then the terminal's own settings are restored.
@@ -132,8 +136,13 @@ class _Attached:
         """Pump keystrokes in and output out until detach, exit or a terminating signal;
         then turn off what the program left on."""
         stdin, stdout = _AsyncFd(0), _AsyncFd(1)
-        params = AttachParams(id=self.session_id, owner=self.owner, driver=not self.read_only)
+        driver = not self.read_only
+        # A terminal gets the state drawn; a file or a pipe, the output as it was.
+        redraw = os.isatty(1)
+        params = AttachParams(id=self.session_id, owner=self.owner, driver=driver, redraw=redraw)
         try:
+            if driver:  # first, so that the state is drawn at your window's size
+                await self._resize()
             async with (
                 self.client.attach(params) as attachment,
                 trio.open_nursery() as nursery,
@@ -152,7 +161,6 @@ class _Attached:
 
                 async def follow_window() -> None:
                     with trio.open_signal_receiver(signal.SIGWINCH) as winches:
-                        await self._resize()
                         async for _ in winches:
                             await self._resize()
 

@@ -46,6 +46,7 @@ import avt
 import re2
 
 from .. import model
+from . import draw as drawing
 from . import modes
 from .buffer import OutputBuffer, SizeRecord
 
@@ -61,6 +62,11 @@ _PROBED_ABOVE: Final = 8 * _MAX_CHECKED_TAIL
 # later start costs more than the replay it would save.
 _REPLAYED_WHOLE: Final = 65_536
 _COLLAPSED_ABOVE: Final = 262_144  # a shorter replay is fed as it is: collapsing costs more
+_RUNNING_MARK: Final = "[full-screen program running since"  # lines.py's, for a program on
+_SEQUENCE_TAIL: Final = 4096  # bytes looked back for a sequence the output ends inside
+# In the dump of a session on the alternate screen (made `seven_bit`), the primary screen's
+# cursor is the placement just before the switch (which saves that cursor).
+_PRIMARY_CURSOR = re.compile(r"\x1b\[([0-9]+);[0-9]+H(?:\x1b\[[0-9;]*m)*\x1b\[\?1049h")
 
 
 def scroll_start(data: bytes, rows: int) -> int:
@@ -424,6 +430,41 @@ class LiveScreen:
                 self._alternate = on
         self._carry = window[-_CARRY:]
 
+    def draw(self, output: OutputBuffer) -> drawing.Drawn:
+        """The state this emulator holds drawn for a person's terminal (`output.draw`),
+        with the offset live output continues from: `fed`, moved back to the start of a
+        character or a sequence the output ends inside (the emulator waits for its rest; so
+        the terminal gets it live, whole, rather than the dump's part of it)."""
+        vt = self._vt
+        cols, rows = vt.size
+        screen = drawing.seven_bit(vt.dump())
+        texts = output.read_compact(output.first_line, output.total_lines).lines
+        if self._alternate and texts and texts[-1].startswith(_RUNNING_MARK):
+            texts = texts[:-1]  # the line log's mark of the program the screen shows
+        if self._alternate:  # its cursor's row is the one below the command that started it
+            found = _PRIMARY_CURSOR.search(screen)
+            rows_above = int(found.group(1)) - 1 if found else 0
+        else:  # its cursor's row holds the unfinished last line, when there is one
+            unfinished = output.total_lines > output.complete_lines
+            rows_above = vt.cursor.row + (1 if unfinished else 0)
+        history = drawing.history_lines(texts, rows_above, cols)
+        data, base = output.snapshot_with_offset()
+        end = self.fed - base
+        offset = self.fed - len(self._decoder.getstate()[0])
+        pending = drawing.pending_sequence(screen)
+        if pending >= 0:  # the dump ends with the sequence the emulator is inside
+            escape = data.rfind(b"\x1b", max(0, end - _SEQUENCE_TAIL), end)
+            if escape >= 0 and modes.ground_at(data, escape):
+                offset, screen = min(offset, base + escape), screen[:pending]
+        text = drawing.draw(
+            history,
+            screen,
+            rows,
+            drawing.input_modes(data[:end]),
+            output.terminal_title,
+        )
+        return drawing.Drawn(data=text.encode(), offset=offset, rows=rows, cols=cols)
+
     def image(self, session_id: str, title: str | None) -> model.Screen:
         vt = self._vt
         cols, rows = vt.size
@@ -458,6 +499,14 @@ class ScreenCache:
 
     def snapshot(self, key: str, output: OutputBuffer, now: float) -> model.Screen:
         """The screen of `output` now, through the live emulator kept under `key`."""
+        return self._caught_up(key, output, now).image(key, output.terminal_title)
+
+    def draw(self, key: str, output: OutputBuffer, now: float) -> drawing.Drawn:
+        """The state of `output` now drawn for a person's terminal (`LiveScreen.draw`)."""
+        return self._caught_up(key, output, now).draw(output)
+
+    def _caught_up(self, key: str, output: OutputBuffer, now: float) -> LiveScreen:
+        """The live emulator kept under `key`, caught up with `output`."""
         self.expire(now)
         live = self._live.pop(key, None)
         if live is None or not live.catch_up(output):
@@ -466,7 +515,7 @@ class ScreenCache:
         self._live[key] = live
         while len(self._live) > self._capacity:
             self._live.popitem(last=False)
-        return live.image(key, output.terminal_title)
+        return live
 
     def expire(self, now: float) -> None:
         """Drop the emulators nobody looked at for `idle_seconds`."""

@@ -311,9 +311,24 @@ class Connection:
                     offset=params.offset,
                     driver=params.driver,
                     active=not self.scope.read_only,  # a reader watches; it does not use
+                    redraw=params.redraw,
                 ) as attachment:
-                    first = await _first_chunk(attachment, params.offset)
-                    task_status.started(SessionOutput.of(session_id, first))
+                    drawn = attachment.drawn
+                    if drawn is not None:  # the state drawn; the raw output from its offset
+                        task_status.started(
+                            SessionOutput(
+                                id=session_id,
+                                offset=drawn.offset,
+                                data=drawn.data,
+                                next_offset=drawn.offset,
+                                drawn=True,
+                                rows=drawn.rows,
+                                cols=drawn.cols,
+                            )
+                        )
+                    else:
+                        first = await _first_chunk(attachment, params.offset)
+                        task_status.started(SessionOutput.of(session_id, first))
                     await stream.go.wait()  # the response is queued: output may follow
                     async for chunk in attachment:
                         await self._carry_out(self._rpc.output(call, chunk))

@@ -178,13 +178,20 @@ class RawOutput:
 
 @attrs.frozen(kw_only=True)
 class SessionOutput:
-    """A chunk of one session's output: `pty.attach`'s result and `pty.output`'s params."""
+    """A chunk of one session's output: `pty.attach`'s result and `pty.output`'s params.
+
+    A `drawn` chunk (the response to an attach with `redraw`) is not raw output: `data`
+    draws the session's state as of `offset` (== `next_offset`) for a terminal of `rows` x
+    `cols`, and the raw output that follows starts exactly there."""
 
     id: str
     offset: int
     data: bytes
     gap: bool = False
     next_offset: int
+    drawn: bool = False
+    rows: int | None = None  # a drawn chunk's: the size it is drawn for
+    cols: int | None = None
 
     @classmethod
     def of(cls, session_id: str, chunk: OutputChunk) -> SessionOutput:
@@ -451,6 +458,11 @@ class AttachParams(Params[SessionOutput]):
     owner: str = DEFAULT_OWNER
     offset: int | None = None
     driver: bool = False
+    # Start with the session's state drawn from its screen model (a `drawn` first chunk:
+    # history lines, then the screen, its modes and title), then the raw output after it,
+    # rather than the retained raw bytes (which replay old terminal queries). Not with
+    # `offset`, which resumes raw output exactly.
+    redraw: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -565,5 +577,5 @@ def output_frame(session_id: str, chunk: OutputChunk) -> str:
     return (
         f'{{"jsonrpc":"2.0","method":"pty.output","params":{{"id":{dumps(session_id)},'
         f'"offset":{chunk.offset},"data":"{data}","gap":{gap},'
-        f'"next_offset":{chunk.offset + len(chunk.data)}}}}}'
+        f'"next_offset":{chunk.offset + len(chunk.data)},"drawn":false,"rows":null,"cols":null}}}}'
     )

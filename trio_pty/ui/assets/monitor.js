@@ -10,11 +10,16 @@
  *   shown newest first (any column sorts), narrowed by the filter box.
  * - Terminals: each opened session gets its own xterm.js view (tabs, or all at once in a
  *   grid), attached as a driver while it runs: xterm.js answers the program's terminal
- *   queries, so the server stops answering them. Output that was produced before the
- *   attachment is replayed without answering the queries in it a second time. A read-only
- *   token (server.info's scope) only watches: no driver, no keys, sizes, kill or spawn.
- * - Reconnect: after a dropped connection every view reattaches with offset = the
- *   next_offset of the last chunk it rendered, so nothing is repeated or lost.
+ *   queries, so the server stops answering them. An attachment starts from the session's
+ *   state drawn from its screen model (pty.attach with redraw: history lines, the screen,
+ *   its modes and title), then live output: no old byte, so no old terminal query, is
+ *   replayed. A read-only token (server.info's scope) only watches: no driver, no keys,
+ *   sizes, kill or spawn.
+ * - Sizes: watching never resizes a session. A view shows the session at its own size
+ *   (top-left, clipped by the view's box); only the focused view of the tabs layout, once
+ *   the person typed into it or moved the splitter, fits its box and resizes the session
+ *   (docs/monitor.md). A watched session that another client resized is drawn afresh.
+ * - Reconnect: after a dropped connection every view attaches afresh (redrawn).
  */
 'use strict';
 
@@ -472,9 +477,10 @@
       this.owner = info.owner;
       this.info = info;
       this.nextOffset = null; // next_offset of the last chunk rendered: where a resume starts
-      this.historyEnd = 0; // output before this was produced before the current attachment
-      this.quiet = 0; // history writes in flight: xterm's query answers are not sent then
       this.attached = false;
+      this.driving = false; // the person typed into it (or moved the splitter): it sizes
+      this.clipped = false; // watching a session larger than the box: its top-left shows
+      this.redrawing = false;
       this.removed = false;
       this.queue = []; // escaped input not sent yet
       this.writing = false;
@@ -567,6 +573,7 @@
       });
       this.term.open(this.host);
       this.term.onData((data) => this.input(escapeText(data)));
+      this.term.onKey(() => this.drive()); // keys only: not xterm.js's answers to queries
       this.term.onBinary((data) => this.input(escapeBinary(data)));
       this.term.onResize(() => this.resized());
       this.term.options.disableStdin = !drives(info);
@@ -604,8 +611,39 @@
       return this.host.clientWidth > 0 && this.host.clientHeight > 0;
     }
 
+    // Whether this view sets the session's size: the focused view of the tabs layout, once
+    // the person typed into it or moved the splitter, on a session this page drives. Every
+    // other view shows the session at the session's size, clipped by its box.
+    sizes() {
+      return this.driving && this.attached && state.layout !== 'grid' && state.active === this && drives(this.info);
+    }
+
+    // The person means this view: from now on it fits its box and the session follows.
+    drive() {
+      if (this.driving || state.layout === 'grid' || state.active !== this || !drives(this.info)) return;
+      this.driving = true;
+      this.fitNow();
+      this.sendSize();
+    }
+
     fitNow() {
-      if (this.disposed || !this.visible()) return;
+      if (this.disposed) return;
+      if (!this.sizes()) {
+        // Watching: the session's size, whatever the box (a larger session is clipped).
+        const { rows, cols } = this.info;
+        if (rows > 0 && cols > 0 && (this.term.rows !== rows || this.term.cols !== cols)) this.term.resize(cols, rows);
+        // A session larger than the box shows its top-left: say so (toolbar and tooltip).
+        const fits = this.visible() ? this.fit.proposeDimensions() : undefined;
+        this.clipped = Boolean(fits && (fits.rows < this.term.rows || fits.cols < this.term.cols));
+        this.host.title = this.clipped ? `The top-left of the session's ${this.term.cols}\u00d7${this.term.rows} screen: type here to resize it to this box` : '';
+        this.element.classList.toggle('clipped', this.clipped);
+        if (state.active === this) showSize();
+        return;
+      }
+      this.clipped = false;
+      this.host.title = '';
+      this.element.classList.remove('clipped');
+      if (!this.visible()) return;
       try {
         this.fit.fit();
       } catch (error) {
@@ -618,17 +656,10 @@
       const rpc = state.rpc;
       if (!rpc || !state.connected || this.removed || this.disposed) return;
       const driver = drives(this.info);
-      const params = { id: this.id, owner: this.owner, driver };
-      if (this.nextOffset !== null) params.offset = this.nextOffset;
-      // Where the output ended just before attaching: what comes before it was produced
-      // while this page was not the driver, so its terminal queries were answered already.
-      // A lower bound of the real boundary, so a live query is never left unanswered.
-      let before = 0;
+      // The session's state drawn, then live output from exactly where the drawing stands.
+      const params = { id: this.id, owner: this.owner, driver, redraw: true };
       let first;
       try {
-        const listed = await rpc.call('pty.list', { owner: this.owner });
-        const info = listed.sessions.find((s) => s.id === this.id);
-        if (info) before = info.byte_count;
         first = await rpc.call('pty.attach', params);
       } catch (error) {
         if (error.kind === 'session_not_found') this.gone();
@@ -640,11 +671,27 @@
         return;
       }
       this.attached = true;
-      this.historyEnd = Math.max(before, first.next_offset);
       this.accept(first);
-      if (driver) {
+      if (this.sizes()) {
         this.sentSize = null;
         this.sendSize();
+      }
+    }
+
+    // The session changed size while this view only watched: draw it afresh at its new
+    // size (output already shown at the old width would stay garbled).
+    async redraw() {
+      const rpc = state.rpc;
+      if (this.redrawing || !this.attached || !rpc) return;
+      this.redrawing = true;
+      try {
+        await rpc.call('pty.detach', { id: this.id, owner: this.owner });
+        this.attached = false;
+        await this.attach();
+      } catch (error) {
+        // It ended, or the connection dropped (the reconnect attaches afresh).
+      } finally {
+        this.redrawing = false;
       }
     }
 
@@ -658,6 +705,14 @@
     // One chunk, from the attach response or a pty.output notification.
     accept(chunk) {
       let data = base64Bytes(chunk.data);
+      if (chunk.drawn) {
+        // The state as of next_offset, drawn for rows x cols: on a clean terminal.
+        this.term.reset();
+        if (!this.sizes() && chunk.rows > 0 && chunk.cols > 0) this.term.resize(chunk.cols, chunk.rows);
+        this.nextOffset = chunk.next_offset;
+        this.term.write(data);
+        return;
+      }
       if (chunk.gap && this.nextOffset !== null) {
         this.term.write('\r\n\x1b[33m[trio-pty: output was dropped here: this view fell behind the buffer]\x1b[0m\r\n');
       } else if (this.nextOffset !== null) {
@@ -665,14 +720,7 @@
         if (chunk.offset < this.nextOffset) data = data.subarray(this.nextOffset - chunk.offset);
       }
       this.nextOffset = chunk.next_offset;
-      if (!data.length) return;
-      const start = chunk.next_offset - data.length;
-      const history = Math.max(0, Math.min(data.length, this.historyEnd - start));
-      if (history > 0) {
-        this.quiet++;
-        this.term.write(data.subarray(0, history), () => { this.quiet--; });
-      }
-      if (history < data.length) this.term.write(data.subarray(history));
+      if (data.length) this.term.write(data);
     }
 
     exited(event) {
@@ -692,6 +740,9 @@
       this.label();
       if (state.active === this) toolbar();
       if (this.commands) this.commands.load();
+      if (this.attached && !this.sizes() && isLive(info) && (info.rows !== this.term.rows || info.cols !== this.term.cols)) {
+        this.redraw(); // resized by someone else: drawn afresh at its size
+      }
     }
 
     gone() {
@@ -703,7 +754,7 @@
     }
 
     input(escaped) {
-      if (this.quiet > 0 || !this.attached || !drives(this.info) || !state.connected) return;
+      if (!this.attached || !drives(this.info) || !state.connected) return;
       this.queue.push(escaped);
       this.flush();
     }
@@ -732,7 +783,7 @@
 
     resized() {
       if (state.active === this) showSize();
-      if (this.attached && drives(this.info)) this.sendSize();
+      if (this.sizes()) this.sendSize();
     }
 
     // Last resizer wins on the server; here, only one resize is in flight and the last size
@@ -741,7 +792,7 @@
       if (this.resizing) return;
       this.resizing = true;
       try {
-        while (state.connected && this.attached && drives(this.info) && !this.disposed) {
+        while (state.connected && this.sizes() && !this.disposed) {
           const size = `${this.term.rows}x${this.term.cols}`;
           if (size === this.sentSize) break;
           await state.rpc.call('pty.resize', { id: this.id, owner: this.owner, rows: this.term.rows, cols: this.term.cols });
@@ -807,6 +858,7 @@
       state.active = view;
       view.used = ++state.uses;
       if (previous) {
+        previous.driving = false; // only the focused view sizes its session
         previous.element.classList.remove('active');
         previous.tab.setAttribute('aria-selected', 'false');
       }
@@ -823,6 +875,7 @@
 
   // Tabs show the active view; the grid shows them all, in about as many columns as rows.
   function arrange() {
+    if (state.layout === 'grid') for (const view of state.views.values()) view.driving = false;
     const box = $('terminals');
     box.className = state.layout;
     const count = state.views.size;
@@ -954,7 +1007,7 @@
 
   function showSize() {
     const view = state.active;
-    $('term-size').textContent = view ? `${view.term.cols}\u00d7${view.term.rows}` : '';
+    $('term-size').textContent = view ? `${view.term.cols}\u00d7${view.term.rows}${view.clipped ? ' (clipped)' : ''}` : '';
   }
 
   function toolbar() {
@@ -1064,8 +1117,11 @@
         split.share = (clientY - top - bar.offsetHeight / 2) / split.room();
         split.apply();
       };
+      // Moving it resizes the focused terminal on purpose: that view sizes its session.
+      const meant = () => state.active && state.active.drive();
       bar.addEventListener('pointerdown', (event) => {
         if (event.button !== 0) return;
+        meant();
         event.preventDefault();
         bar.setPointerCapture(event.pointerId);
         bar.classList.add('dragging');
@@ -1089,6 +1145,7 @@
         else if (event.key === 'Home') split.share = 0;
         else if (event.key === 'End') split.share = 1;
         else return;
+        meant();
         event.preventDefault();
         split.apply();
       });
