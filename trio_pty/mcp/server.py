@@ -42,7 +42,7 @@ from .backend import Backend, ServiceError
 from .render import error_text
 from .tools import INSTRUCTIONS, TOOLS, Tool
 
-__all__ = ["InProcess", "build_server", "call_tool", "run"]
+__all__ = ["InProcess", "build_server", "call_tool", "run", "stop_on_signals"]
 
 log = logging.getLogger("trio_pty.mcp")
 
@@ -124,8 +124,14 @@ async def call_tool(backend: Backend, tool: Tool[Any], arguments: dict[str, Any]
     )
 
 
-def build_server(backend: Backend, tools: Sequence[Tool[Any]] = TOOLS) -> Server[Any]:
-    """The SDK's server with our tools, every call going to `backend`."""
+#: The backend of one call, from the SDK's request context (over HTTP: the request's token).
+BackendFor = Callable[[Any], Backend]
+
+
+def build_server(backend: Backend | BackendFor, tools: Sequence[Tool[Any]] = TOOLS) -> Server[Any]:
+    """The SDK's server with our tools, every call going to `backend` (or to the one
+    `backend(ctx)` gives for the call's context)."""
+    backend_for: BackendFor = (lambda ctx: backend) if isinstance(backend, Backend) else backend
     by_name = {tool.name: tool for tool in tools}
     definitions = [_definition(tool) for tool in tools]
 
@@ -137,7 +143,7 @@ def build_server(backend: Backend, tools: Sequence[Tool[Any]] = TOOLS) -> Server
         if tool is None:
             known = ", ".join(by_name)
             return _failure("invalid_input", f"no tool named {params.name!r} (tools: {known})")
-        return await call_tool(backend, tool, params.arguments or {})
+        return await call_tool(backend_for(ctx), tool, params.arguments or {})
 
     return Server(
         "trio-pty",
@@ -167,7 +173,7 @@ async def local_backend(settings: InProcess) -> AsyncIterator[Backend]:
     log.info("%d running sessions torn down in %.2f s", live, trio.current_time() - began)
 
 
-async def _stop_on_signals(
+async def stop_on_signals(
     signals: AsyncIterator[int],
     stop: trio.CancelScope,
     *,
@@ -196,7 +202,7 @@ async def run(open_backend: BackendOpener, *, max_line_bytes: int) -> int:
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async with trio.open_nursery() as nursery:
             stop = trio.CancelScope()
-            await nursery.start(_stop_on_signals, signals, stop)
+            await nursery.start(stop_on_signals, signals, stop)
             async with open_backend() as backend:
                 with stop:
                     await serve_stdio(build_server(backend), max_line_bytes=max_line_bytes)
