@@ -249,3 +249,84 @@ async def test_the_command_line_serves_until_sigterm_then_tears_down(tmp_path: P
         process.send_signal(signal.SIGTERM)
         assert await process.wait() == 0
         await process.stderr.aclose()
+
+
+async def test_a_handshake_era_session_answers_only_the_token_that_opened_it(
+    tmp_path: Path,
+) -> None:
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"},
+        },
+    }
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    with trio.fail_after(30):
+        async with http_server(tmp_path) as server, httpx2.AsyncClient() as http:
+            opened = await http.post(
+                server.url,
+                json=initialize,
+                headers={**accept, "Authorization": f"Bearer {SERVER_TOKEN}"},
+            )
+            assert opened.status_code == 200, opened.text
+            session = opened.headers["mcp-session-id"]
+            following = {**accept, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-06-18"}
+            other = await http.post(
+                server.url,
+                json=listing,
+                headers={**following, "Authorization": f"Bearer {ALICE_TOKEN}"},
+            )
+            assert other.status_code == 404  # as if there were no such session
+            same = await http.post(
+                server.url,
+                json=listing,
+                headers={**following, "Authorization": f"Bearer {SERVER_TOKEN}"},
+            )
+            assert same.status_code == 200 and "exec_command" in same.text
+
+
+async def test_a_trickling_head_is_cut_and_a_trickling_body_is_408(tmp_path: Path) -> None:
+    limits = Limits(io_timeout=1.0, terminate_grace=0.5, close_timeout=3.0)
+    with trio.fail_after(30):
+        async with http_server(tmp_path, limits) as server:
+            port = int(server.url.split(":")[2].split("/")[0])
+            head = (
+                f"POST {MCP_PATH} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                f"Authorization: Bearer {SERVER_TOKEN}\r\n"
+                "Content-Type: application/json\r\nContent-Length: 100\r\n"
+            ).encode()
+
+            # A head that never ends, a byte at a time: the connection is closed.
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            began = trio.current_time()
+            async with stream, trio.open_nursery() as nursery:
+
+                async def trickle() -> None:
+                    for byte in head:
+                        try:
+                            await stream.send_all(bytes([byte]))
+                        except trio.BrokenResourceError:
+                            return
+                        await trio.sleep(0.05)
+
+                nursery.start_soon(trickle)
+                while await stream.receive_some():  # until the server closes it
+                    pass
+                nursery.cancel_scope.cancel()
+            assert trio.current_time() - began < limits.io_timeout + 1.0
+
+            # A whole head, then a body that stops short: 408.
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            async with stream:
+                await stream.send_all(head + b"\r\n" + b"{" * 10)
+                answer = b""
+                while chunk := await stream.receive_some():
+                    answer += chunk
+                    if b"\r\n\r\n" in answer:
+                        break
+            assert answer.startswith(b"HTTP/1.1 408"), answer
