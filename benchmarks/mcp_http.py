@@ -30,7 +30,7 @@ from mcp_types import CallToolResult, ListToolsResult, TextContent, Tool
 
 from trio_pty.client.local import LocalClient
 from trio_pty.limits import Limits
-from trio_pty.manager import open_manager
+from trio_pty.manager import Manager, open_manager
 from trio_pty.mcp.http import MCP_PATH, serve_http
 from trio_pty.rpc.scope import FULL_ACCESS
 from trio_pty.wire import ExecParams
@@ -58,7 +58,12 @@ in-process line says how much of the difference is the command rather than the t
 
 
 def _params(ctx: Context) -> dict[str, Any]:
-    return {"rounds": ctx.pick(quick=20, full=200), "ratio_goal": 1.5}
+    return {
+        "rounds": ctx.pick(quick=20, full=200),
+        "ratio_goal": 1.5,
+        "cancel_rounds": ctx.pick(quick=5, full=30),
+        "cancel_goal_ms": 5.0,
+    }
 
 
 def _floor_server() -> Server[Any]:
@@ -149,8 +154,13 @@ async def _main(ctx: Context, result: Result) -> None:
                 trips = await stats.interleave(
                     variants, result.params["rounds"], progress=ctx.progress, label="round trip: "
                 )
+                cancels = [
+                    await _cancel_latency(our_client, manager, wrong)
+                    for _ in range(result.params["cancel_rounds"])
+                ]
             n.cancel_scope.cancel()
     result.data["round_trip_s"] = trips
+    result.data["cancel_s"] = cancels
     result.check(
         "every call answered, exec_command with exit code 0", not wrong, "; ".join(wrong[:3])
     )
@@ -165,6 +175,17 @@ async def _main(ctx: Context, result: Result) -> None:
     direct_ms = table["Manager.exec true (no MCP, no HTTP)"]["median"]
     floor_ms = table["SDK floor (one tool, no check)"]["median"]
     ratio = stats.ratio(ours_ms, floor_ms)
+    cancel_ms = {"cancel to the command's end": [value * 1000 for value in cancels]}
+    cancel_table = result.table("cancellation over HTTP", "ms", cancel_ms)
+    cancel_median = cancel_table["cancel to the command's end"]["median"]
+    cancel_goal = result.params["cancel_goal_ms"]
+    result.goal(
+        f"a cancelled exec_command's command ends within {cancel_goal:g} ms",
+        f"median {cancel_median:.2f} ms from closing the response stream to the command reaped",
+        cancel_median <= cancel_goal,
+        key="mcp_http_cancel",
+        subject=f"{cancel_median:.2f} ms",
+    )
     goal = result.params["ratio_goal"]
     result.goal(
         f'exec_command("true") over HTTP at most {goal:g}x the SDK\'s minimal HTTP tool',
@@ -176,6 +197,26 @@ async def _main(ctx: Context, result: Result) -> None:
         baseline=f"SDK floor {floor_ms:.2f} ms",
         ratio=ratio,
     )
+
+
+async def _cancel_latency(client: Client, manager: Manager, wrong: list[str]) -> float:
+    """From the client giving up on `exec_command("sleep 60")` (closing its response stream)
+    to the command's end (SIGINT delivered, bash gone, reaped)."""
+    known = {info.id for info in manager.list_all()}
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(
+            client.call_tool, "exec_command", {"cmd": "sleep 60", "yield_time_ms": 30_000}
+        )
+        while not (new := [i for i in manager.list_all() if i.id not in known and i.pid]):  # noqa: ASYNC110 - no event says it
+            await trio.sleep(0.002)
+        await trio.sleep(0.05)  # the command under way, past bash's start-up
+        began = time.perf_counter()
+        nursery.cancel_scope.cancel()
+    exited = await manager.wait_exit(new[0].id, owner=new[0].owner)
+    elapsed = time.perf_counter() - began
+    if exited.exit_signal != 2:
+        wrong.append(f"cancelled exec_command ended with {exited}")
+    return elapsed
 
 
 def run(ctx: Context) -> Result:
