@@ -330,3 +330,18 @@ async def test_a_trickling_head_is_cut_and_a_trickling_body_is_408(tmp_path: Pat
                     if b"\r\n\r\n" in answer:
                         break
             assert answer.startswith(b"HTTP/1.1 408"), answer
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["--http", "--owner", "bob"], "the owner comes from the token"),
+        (["--http", "--connect", "ws://127.0.0.1:1/rpc"], "not with --connect"),
+        (["--http", "--token-file", "/no/such/token"], "/no/such/token: cannot open"),
+    ],
+)
+def test_http_usage_errors_exit_2_and_say_what_is_wrong(arguments: list[str], said: str) -> None:
+    done = subprocess.run(
+        server_command(*arguments), capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, said in done.stderr) == (2, True), done.stderr

@@ -134,6 +134,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     # held by the client only (the environment filter keeps it from children anyway).
     trio_pty.harden_process()
     token = os.environ.pop("TRIO_PTY_TOKEN", None)
+    if args.http and args.owner is not None:
+        print(
+            "trio-pty mcp: with --http the owner comes from the token (or ?owner= in the URL)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_USAGE
     if args.connect is not None and args.http:
         print(
             "trio-pty mcp: --http serves terminals of this process: not with --connect",

@@ -195,7 +195,7 @@ class Gate:
 def _principal(grant: Grant) -> AuthenticatedUser:
     """The grant as the SDK names a caller: a handshake-era session opened with one token
     and owner answers only requests with the same token and owner."""
-    client = f"{grant.scope.name}/{grant.owner}"
+    client = f"{grant.scope!r}/{grant.owner}"
     return AuthenticatedUser(AccessToken(token="", client_id=client, scopes=[]))
 
 
@@ -242,7 +242,7 @@ class Backends:
 
     def __init__(self, manager: Manager) -> None:
         self._manager = manager
-        self._backends: collections.OrderedDict[tuple[str, str], Backend] = (
+        self._backends: collections.OrderedDict[tuple[TokenScope, str], Backend] = (
             collections.OrderedDict()
         )
 
@@ -250,7 +250,7 @@ class Backends:
         """The backend of the request a tool call came in (the SDK's request context)."""
         grant = context.request.scope[GRANT_KEY]
         assert isinstance(grant, Grant)
-        key = (grant.scope.name, grant.owner)
+        key = (grant.scope, grant.owner)  # the rights themselves, not a name two may share
         backend = self._backends.pop(key, None)
         if backend is None:
             backend = Backend(LocalClient(self._manager, scope=grant.scope), grant.owner)
