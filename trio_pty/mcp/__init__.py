@@ -196,6 +196,12 @@ def _over_http(args: argparse.Namespace, settings: InProcess, token: str | None)
     """`--http`: serve MCP over streamable HTTP, with the tokens `serve` would take."""
     import secrets
 
+    try:
+        import hypercorn.trio  # noqa: F401  (the extra's HTTP server, with its trio worker)
+    except ImportError:
+        print(INSTALL_HINT, file=sys.stderr, flush=True)
+        return EXIT_USAGE
+
     import attrs
     import trio
 

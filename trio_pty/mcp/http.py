@@ -171,7 +171,7 @@ class Gate:
         local = scope.get("server")
         local_host = local[0] if local else None
         query = scope.get("query_string", b"").decode("latin-1")
-        target = scope.get("raw_path", scope["path"].encode()).decode("latin-1")
+        target = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
         decision = check_handshake(
             target=target + (f"?{query}" if query else ""),
             host=hosts[0] if len(hosts) == 1 else None,
