@@ -345,3 +345,18 @@ def test_http_usage_errors_exit_2_and_say_what_is_wrong(arguments: list[str], sa
         server_command(*arguments), capture_output=True, text=True, timeout=60, check=False
     )
     assert (done.returncode, said in done.stderr) == (2, True), done.stderr
+
+
+async def test_the_read_cursor_is_the_owners_not_a_connections(tmp_path: Path) -> None:
+    """Two clients one after the other, with the same token: the second's `since_last`
+    starts where the first's reads ended (nothing is kept per client)."""
+    program = "echo one; read x; echo two; read y"
+    with trio.fail_after(30):
+        async with http_server(tmp_path) as server:
+            async with http_client(server.url, SERVER_TOKEN) as first:
+                data = await call(first, "spawn", {"command": "sh", "args": ["-c", program]})
+                session_id = data["session_id"]
+                assert data["output"] == "one"
+            async with http_client(server.url, SERVER_TOKEN) as second:
+                data = await call(second, "write_stdin", {"session_id": session_id, "chars": "x\n"})
+                assert data["output"].splitlines() == ["x", "two"]  # not "one" again
