@@ -27,6 +27,7 @@ SCENARIOS: dict[str, str] = {
     "rpc": "benchmarks.rpc",
     "shell": "benchmarks.shell",
     "mcp": "benchmarks.mcp",
+    "mcp_http": "benchmarks.mcp_http",
     "memory": "benchmarks.memory",
     "cli": "benchmarks.cli",
 }

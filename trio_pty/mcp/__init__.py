@@ -3,6 +3,7 @@ its terminal (docs/mcp.md).
 
     trio-pty mcp [--root DIR] [--config FILE] [--terminate-grace SECONDS]
     trio-pty mcp --connect URL [--owner OWNER]        (token in TRIO_PTY_TOKEN)
+    trio-pty mcp --http [--host H] [--port P] [--token-file FILE] [--config FILE] ...
 
 It needs the official MCP SDK, the extra `trio-pty[mcp]`; the modules of this package import
 it, this one does not, so that `trio-pty mcp` without it can say how to install it.
@@ -11,6 +12,7 @@ it, this one does not, so that `trio-pty mcp` without it can say how to install 
 - `render`: their text and the error texts (pure);
 - `backend`: where the tools' requests go: a client in process or over the wire, one owner;
 - `stdio`: the stdio transport on trio;
+- `http`: the streamable-HTTP transport (`--http`), under hypercorn's trio worker;
 - `server`: the SDK's server with the tools, signals, the bounded stop.
 """
 
@@ -55,6 +57,25 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="use a running `trio-pty serve` (ws://HOST:PORT/rpc; token in TRIO_PTY_TOKEN) "
         "instead of running the terminals in this process",
+    )
+    parser.add_argument(
+        "--http",
+        action="store_true",
+        help="serve MCP over streamable HTTP at http://HOST:PORT/mcp instead of stdio "
+        "(token: --token-file, else TRIO_PTY_TOKEN, else one is generated and printed; "
+        "the config file's [[tokens]] too)",
+    )
+    parser.add_argument(
+        "--host", default=None, help="with --http: the address to listen on (127.0.0.1)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=None, help="with --http: the port (default 8766; 0: any)"
+    )
+    parser.add_argument(
+        "--token-file",
+        default=None,
+        metavar="FILE",
+        help="with --http: the server's token, in a file of mode 0600 or stricter",
     )
     parser.add_argument(
         "--owner",
@@ -119,11 +140,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     # held by the client only (the environment filter keeps it from children anyway).
     trio_pty.harden_process()
     token = os.environ.pop("TRIO_PTY_TOKEN", None)
+    if args.http and args.owner is not None:
+        print(
+            "trio-pty mcp: with --http the owner comes from the token (or ?owner= in the URL)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_USAGE
+    if args.connect is not None and args.http:
+        print(
+            "trio-pty mcp: --http serves terminals of this process: not with --connect",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_USAGE
     if args.connect is not None:
         return _connected(args, token)
     settings = _in_process(args)
     if settings is None:
         return EXIT_USAGE
+    if args.http:
+        return _over_http(args, settings, token)
     # What is loaded now lives as long as the process: out of the collector's way.
     gc.freeze()
     with unwrap_group():
@@ -167,6 +204,61 @@ def _connected(args: argparse.Namespace, token: str | None) -> int:
         hint = " (is TRIO_PTY_TOKEN the server's token?)" if exc.status == 401 else ""
         print(f"trio-pty mcp: {exc}{hint}", file=sys.stderr, flush=True)
         return EXIT_CONNECTION
+
+
+def _over_http(args: argparse.Namespace, settings: InProcess, token: str | None) -> int:
+    """`--http`: serve MCP over streamable HTTP, with the tokens `serve` would take."""
+    import secrets
+
+    try:
+        import hypercorn.trio  # noqa: F401  (the extra's HTTP server, with its trio worker)
+    except ImportError:
+        print(INSTALL_HINT, file=sys.stderr, flush=True)
+        return EXIT_USAGE
+
+    import attrs
+    import trio
+
+    from trio_pty.errors import unwrap_group
+    from trio_pty.rpc.config import ConfigError, ServeConfig, load_config
+    from trio_pty.rpc.scope import FULL_ACCESS, TokenScope
+    from trio_pty.rpc.tokens import TokenError, check_token, read_token_file
+
+    from . import http
+
+    try:
+        file = load_config(args.config) if args.config else ServeConfig()
+        if args.token_file is not None:
+            token = read_token_file(args.token_file)
+        elif token is not None:
+            token = check_token(token, "TRIO_PTY_TOKEN")
+        generated = token is None
+        server_token = token or secrets.token_urlsafe(32)
+        tokens: dict[str, TokenScope] = {server_token: FULL_ACCESS}
+        for entry in file.tokens:
+            value = entry.source.read()
+            if value in tokens:
+                raise TokenError(f"[[tokens]] {entry.scope.name!r}: the same token twice")
+            tokens[value] = entry.scope
+    except (ConfigError, TokenError) as exc:
+        print(f"trio-pty mcp: {exc}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    port = args.port if args.port is not None else file.port
+    # Over HTTP each token's owner has the config's own quota (stdio has one owner).
+    limits = attrs.evolve(
+        settings.limits, max_sessions_per_owner=file.limits.max_sessions_per_owner
+    )
+    options = http.HttpOptions(
+        host=args.host or file.host or "127.0.0.1",
+        port=port if port is not None else http.DEFAULT_PORT,
+        tokens=tokens,
+        allow_hosts=file.allow_hosts,
+        allow_origins=file.allow_origins,
+        show_token=server_token if generated else None,
+    )
+    gc.freeze()
+    with unwrap_group():
+        return trio.run(http.run, attrs.evolve(settings, limits=limits), options)
 
 
 def _in_process(args: argparse.Namespace) -> InProcess | None:

@@ -44,7 +44,7 @@ from .endings import CAPABILITY, Endings
 from .render import error_text
 from .tools import INSTRUCTIONS, TOOLS, Tool
 
-__all__ = ["InProcess", "build_server", "call_tool", "run"]
+__all__ = ["InProcess", "build_server", "call_tool", "run", "stop_on_signals"]
 
 log = logging.getLogger("trio_pty.mcp")
 
@@ -126,11 +126,20 @@ async def call_tool(backend: Backend, tool: Tool[Any], arguments: dict[str, Any]
     )
 
 
+#: The backend of one call, from the SDK's request context (over HTTP: the request's token).
+BackendFor = Callable[[Any], Backend]
+
+
 def build_server(
-    backend: Backend, tools: Sequence[Tool[Any]] = TOOLS, *, endings: Endings | None = None
+    backend: Backend | BackendFor,
+    tools: Sequence[Tool[Any]] = TOOLS,
+    *,
+    endings: Endings | None = None,
 ) -> Server[Any]:
-    """The SDK's server with our tools, every call going to `backend`; with `endings`, each
-    session a reply leaves running is watched, to say when it ends."""
+    """The SDK's server with our tools, every call going to `backend` (or to the one
+    `backend(ctx)` gives for the call's context); with `endings`, each session a reply
+    leaves running is watched, to say when it ends."""
+    backend_for: BackendFor = (lambda ctx: backend) if isinstance(backend, Backend) else backend
     by_name = {tool.name: tool for tool in tools}
     definitions = [_definition(tool) for tool in tools]
 
@@ -149,7 +158,7 @@ def build_server(
 
         reset = progress.reporter.set(None if token is None else report)
         try:
-            result = await call_tool(backend, tool, params.arguments or {})
+            result = await call_tool(backend_for(ctx), tool, params.arguments or {})
         finally:
             progress.reporter.reset(reset)
         data = result.structured_content or {}
@@ -185,7 +194,7 @@ async def local_backend(settings: InProcess) -> AsyncIterator[Backend]:
     log.info("%d running sessions torn down in %.2f s", live, trio.current_time() - began)
 
 
-async def _stop_on_signals(
+async def stop_on_signals(
     signals: AsyncIterator[int],
     stop: trio.CancelScope,
     *,
@@ -215,7 +224,7 @@ async def run(open_backend: BackendOpener, *, max_line_bytes: int, channel: bool
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async with trio.open_nursery() as nursery:
             stop = trio.CancelScope()
-            await nursery.start(_stop_on_signals, signals, stop)
+            await nursery.start(stop_on_signals, signals, stop)
             async with open_backend() as backend:
                 with stop:
                     if not channel:
