@@ -21,7 +21,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Literal, NoReturn, TypeVar
+from typing import Any, Final, Literal, NoReturn, TypeVar
 
 import trio
 
@@ -58,6 +58,9 @@ from .session import ExitCallback, Session
 from .spawning import ShellStart, Spawner, SpawnOptions, until_first_prompt, until_ready
 
 log = logging.getLogger("trio_pty")
+
+#: How many evicted ids the manager remembers, to say "evicted" rather than "not found".
+_EVICTED_REMEMBERED: Final = 256
 
 T = TypeVar("T")
 
@@ -151,7 +154,10 @@ class Manager(metaclass=_NoPublicConstructor):
         self._screens = ScreenCache(limits.max_live_screens, limits.screen_idle_timeout)
         self._cursors = ReadCursors(limits.max_read_cursors)
         self._drain = _Drain(limits, live=self._live)
-        self._admission = _Admission(limits, self._sessions, self._drain, remove=self._remove)
+        # The ids of the last sessions evicted to make room, and their owners: a lookup of
+        # one says so rather than only "not found" (bounded; ids are never reused).
+        self._evicted: collections.OrderedDict[str, str] = collections.OrderedDict()
+        self._admission = _Admission(limits, self._sessions, self._drain, remove=self._evict)
 
     # ------------------------------------------------------------------ queries
 
@@ -182,7 +188,8 @@ class Manager(metaclass=_NoPublicConstructor):
         validate.owner(owner, self.limits)
         session = self._sessions.get(session_id) if isinstance(session_id, str) else None
         if session is None or session.owner != owner:
-            raise errors.SessionNotFound(str(session_id))
+            evicted = isinstance(session_id, str) and self._evicted.get(session_id) == owner
+            raise errors.SessionNotFound(str(session_id), evicted=evicted)
         return session
 
     # ------------------------------------------------------------------ spawning
@@ -359,6 +366,13 @@ class Manager(metaclass=_NoPublicConstructor):
             on_change=self._drain.wake,
             shutdown_moment=self._runners.shutdown_moment,
         )
+
+    def _evict(self, session: Session) -> None:
+        """Remove an ended session to make room, remembering that it was."""
+        self._evicted[session.id] = session.owner
+        while len(self._evicted) > _EVICTED_REMEMBERED:
+            self._evicted.popitem(last=False)
+        self._remove(session)
 
     def _remove(self, session: Session) -> None:
         if self._sessions.get(session.id) is session:

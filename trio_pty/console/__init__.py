@@ -24,7 +24,9 @@ from trio_pty.client.client import (
     RpcError,
     TrioPtyClient,
     connect,
+    split_url,
 )
+from trio_pty.console.advice import explain
 from trio_pty.console.arguments import add_attach, add_verbs, check, check_attach, claim_extra_words
 from trio_pty.console.common import (
     EXIT_CONNECTION,
@@ -81,13 +83,21 @@ async def run_client(args: argparse.Namespace) -> int:
     """Connect, run the verb, and turn what went wrong into a message and an exit status."""
     url = args.url or os.environ.get("TRIO_PTY_URL") or DEFAULT_URL
     token = client_token(args)
+    if args.url and split_url(args.url)[1] is not None:
+        fail(
+            "warning: the token in --url is in this process's command line, which every "
+            "local user can read: set TRIO_PTY_URL or TRIO_PTY_TOKEN instead"
+        )
     verb = _ALL[args.command]
     try:
         async with connect(url, token) as client:
-            return await verb(client, args)
+            try:
+                return await verb(client, args)
+            except RpcError as exc:
+                fail(await explain(client, exc, args))
+                return EXIT_ERROR
     except RpcError as exc:
-        label = exc.kind or str(exc.code)
-        fail(f"error: {exc.message} [{label}]")
+        fail(f"error: {exc.message} [{exc.kind or exc.code}]")
         return EXIT_ERROR
     except UsageError as exc:
         fail(f"error: {exc}")

@@ -57,7 +57,7 @@ def format_table(sessions: Sequence[SessionInfo], *, owners: bool = False) -> st
             str(info.line_count),
             _age(info.created_at),
             _clip(shlex.join([info.command, *info.args]), 40),
-            _clip(info.title or info.terminal_title or info.description, 40),
+            _clip(info.description, 40),
         ]
         rows.append([info.owner, *row] if owners else row)
     return _table(["OWNER", *header] if owners else header, rows)

@@ -1,0 +1,142 @@
+"""A CLI people keep (issue 29, item 4): the monitor's URL as `--url` (its token never
+echoed), errors in CLI words, not-found hints (`--owner`, evicted), names and id prefixes,
+`attach`'s exit status, shell completion. Against a real `trio-pty serve` subprocess, the
+verbs run in process as in test_cli.py."""
+
+from __future__ import annotations
+
+import urllib.parse
+
+import pytest
+import trio
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from trio_pty.client.client import redact_url, split_url
+
+from .rpc_support import ServerProcess, live, owner_for
+from .test_cli import Cli, server, stderr
+
+__all__ = ["live", "server"]  # fixtures used by name
+
+
+@pytest.fixture
+def cli(live: ServerProcess, request: pytest.FixtureRequest, tmp_path: object) -> Cli:
+    from pathlib import Path
+
+    assert isinstance(tmp_path, Path)
+    return Cli(live, owner_for(request), tmp_path)
+
+
+# --------------------------------------------------------------------------------------------
+# --url: the monitor's URL
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://127.0.0.1:8765/?token=abc", ("ws://127.0.0.1:8765/rpc", "abc")),
+        ("https://example.org/?token=abc", ("wss://example.org/rpc", "abc")),
+        ("http://[::1]:9/", ("ws://[::1]:9/rpc", None)),
+        ("ws://h:1/rpc?token=t&x=1", ("ws://h:1/rpc?x=1", "t")),
+        ("ws://h:1/rpc", ("ws://h:1/rpc", None)),
+        ("http://h:1/rpc?token=", ("ws://h:1/rpc", None)),
+    ],
+)
+def test_split_url(url: str, expected: tuple[str, str | None]) -> None:
+    assert split_url(url) == expected
+
+
+@given(
+    st.sampled_from(["http", "https", "ws", "wss", "ftp", ""]),
+    st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=8),
+)
+def test_a_url_as_shown_never_holds_its_token(scheme: str, token: str) -> None:
+    query = urllib.parse.urlencode({"token": token})
+    url = f"{scheme}://host:1/?{query}" if scheme else f"host:1/?{query}"
+    shown = redact_url(url)
+    assume(token not in f"{scheme}://host:1/rpc")
+    assert token not in shown and query not in shown
+    assert split_url(url)[1] == token
+
+
+async def test_url_takes_the_monitors_address_and_never_echoes_the_token(cli: Cli) -> None:
+    live = cli.live
+    assert live.token is not None
+    page = f"http://127.0.0.1:{live.port}/?token={live.token}"
+    with trio.fail_after(20):
+        # The monitor's URL, the token taken from it (no other given).
+        listed = await cli("list", "--url", page, env={"TRIO_PTY_TOKEN": ""})
+        assert listed.returncode == 0, stderr(listed)
+        assert "--url" in stderr(listed)  # the warning: argv is readable
+        assert live.token not in stderr(listed)
+        from_env = await cli("list", env={"TRIO_PTY_TOKEN": "", "TRIO_PTY_URL": page})
+        assert (
+            from_env.returncode == 0
+            and stderr(from_env) == f"no sessions for owner {cli.owner!r}\n"
+        )
+        # Refused: a wrong token in the URL, a scheme it cannot use; the token never shown.
+        secret = "s3cret-not-the-token"
+        wrong = await cli(
+            "list",
+            env={
+                "TRIO_PTY_TOKEN": "",
+                "TRIO_PTY_URL": f"http://127.0.0.1:{live.port}/?token={secret}",
+            },
+        )
+        assert wrong.returncode == 3 and "HTTP 401" in stderr(wrong)
+        assert secret not in stderr(wrong)
+        for url in (
+            f"ftp://127.0.0.1:{live.port}/?token={secret}",
+            f"http://127.0.0.1:1/?token={secret}",
+        ):
+            refused = await cli("list", env={"TRIO_PTY_TOKEN": "", "TRIO_PTY_URL": url})
+            assert refused.returncode == 3, stderr(refused)
+            assert secret not in stderr(refused), stderr(refused)
+
+
+# --------------------------------------------------------------------------------------------
+# Errors in CLI words; not-found hints
+
+
+async def test_busy_names_cli_verbs(cli: Cli) -> None:
+    with trio.fail_after(30):
+        shell = (await cli.ok("shell", "--no-rc")).strip()
+        still = await cli("run", shell, "--wait-ms", "100", "--", "sleep", "30")
+        assert still.returncode == 124, stderr(still)
+        busy = await cli("run", shell, "--", "true")
+        assert busy.returncode == 1 and "[busy]" in stderr(busy)
+        assert f"trio-pty wait {shell} --prompt" in stderr(busy)
+        assert f"trio-pty signal {shell} INT" in stderr(busy)
+        assert "Wait(" not in stderr(busy) and "escapes" not in stderr(busy)
+        bad = await cli("wait", shell, "--idle", "1", "--wait-ms", "-5")
+        assert bad.returncode == 1 and "(option --wait-ms)" in stderr(bad), stderr(bad)
+        await cli.ok("kill", shell)
+
+
+async def test_not_found_says_whose_it_is_and_what_was_evicted(
+    cli: Cli, request: pytest.FixtureRequest
+) -> None:
+    other = Cli(cli.live, owner_for(request) + "-other", cli.cwd)
+    with trio.fail_after(30):
+        theirs = (await other.ok("spawn", "--", "sleep", "30")).strip()
+        missing = await cli("read", theirs)
+        assert missing.returncode == 1 and "[session_not_found]" in stderr(missing)
+        assert f"add --owner {other.owner}" in stderr(missing), stderr(missing)
+        unknown = await cli("read", "pty_00000000")
+        assert "--owner" not in stderr(unknown) and "evicted" not in stderr(unknown)
+        await other.ok("kill", theirs)
+
+        # max_sessions_per_owner is 3: the 4th spawn evicts the oldest ended one.
+        first = (await cli.ok("spawn", "--exit", "--", "true")).strip()
+        for _ in range(2):
+            await cli.ok("spawn", "--exit", "--", "true")
+        await cli.ok("spawn", "--exit", "--", "true")
+        gone = await cli("read", first)
+        assert gone.returncode == 1 and "[session_not_found]" in stderr(gone)
+        assert "evicted" in stderr(gone), stderr(gone)
+        # Another owner asking for it learns nothing more than "not found".
+        theirs_now = await other("read", first)
+        assert theirs_now.returncode == 1
+        assert "evicted" not in stderr(theirs_now) and "--owner" not in stderr(theirs_now)
+        await cli.ok("delete-owner", cli.owner)
