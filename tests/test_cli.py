@@ -432,7 +432,7 @@ async def test_list_owners_commands_delete_owner_and_info(cli: Cli, request: Any
         )
 
         header, row = await cli.lines("list")
-        assert header.split()[:2] == ["ID", "STATUS"] and row.startswith(mine) and "mine" in row
+        assert header.split()[:2] == ["ID", "NAME"] and row.startswith(mine) and "mine" in row
         table = await cli.lines("list", "--all-owners")
         assert table[0].split()[:2] == ["OWNER", "ID"]
         rows = {line.split()[1]: line for line in table[1:]}

@@ -13,6 +13,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from trio_pty.client.client import redact_url, split_url
+from trio_pty.console.common import UsageError
+from trio_pty.console.targets import pick
+from trio_pty.model import SessionInfo
 
 from .rpc_support import ServerProcess, live, owner_for
 from .test_cli import Cli, server, stderr
@@ -139,4 +142,94 @@ async def test_not_found_says_whose_it_is_and_what_was_evicted(
         theirs_now = await other("read", first)
         assert theirs_now.returncode == 1
         assert "evicted" not in stderr(theirs_now) and "--owner" not in stderr(theirs_now)
+        await cli.ok("delete-owner", cli.owner)
+
+
+# --------------------------------------------------------------------------------------------
+# Names and prefixes
+
+
+def _info(
+    session_id: str, *, name: str | None = None, created: float = 0.0, status: str = "running"
+) -> SessionInfo:
+    return SessionInfo(
+        id=session_id,
+        owner="o",
+        command="true",
+        args=[],
+        workdir="/",
+        title=None,
+        description="d",
+        status=status,  # type: ignore[arg-type]
+        pid=1,
+        exit_code=None,
+        exit_signal=None,
+        timed_out=False,
+        created_at=created,
+        line_count=0,
+        byte_count=0,
+        rows=24,
+        cols=80,
+        notify_on_exit=False,
+        timeout=None,
+        name=name,
+    )
+
+
+def test_pick_an_id_a_name_a_prefix_or_the_latest() -> None:
+    sessions = [
+        _info("pty_aa11", name="build", created=1, status="exited"),
+        _info("pty_aa22", created=2),
+        _info("pty_bb33", name="build", created=3),
+        _info("pty_cc44", created=4, status="exited"),
+    ]
+    assert pick("pty_aa11", sessions) == "pty_aa11"
+    assert pick("build", sessions) == "pty_bb33"  # the running one holds the name
+    assert pick("build", sessions[:2]) == "pty_aa11"  # else the latest that had it
+    assert pick("bb", sessions) == "pty_bb33" and pick("pty_aa2", sessions) == "pty_aa22"
+    assert pick("zz", sessions) is None and pick("pty_zz", sessions) is None
+    with pytest.raises(UsageError, match="pty_aa11, pty_aa22"):
+        pick("aa", sessions)
+    assert pick(None, sessions) == "pty_bb33"  # the latest running
+    assert pick(None, [sessions[0], sessions[3]]) == "pty_cc44"  # else the latest
+    with pytest.raises(UsageError, match="no session"):
+        pick(None, [])
+
+
+@given(st.sets(st.text("0123456789abcdef", min_size=8, max_size=8), min_size=1, max_size=20))
+def test_an_id_or_a_prefix_only_it_has_means_it(hexes: set[str]) -> None:
+    sessions = [_info("pty_" + h, created=i) for i, h in enumerate(sorted(hexes))]
+    for info in sessions:
+        assert pick(info.id, sessions) == info.id
+        for size in range(1, 9):
+            prefix = info.id[4 : 4 + size]
+            owners = [s.id for s in sessions if s.id.startswith("pty_" + prefix)]
+            if owners == [info.id]:
+                assert pick(prefix, sessions) == info.id
+
+
+async def test_names_and_prefixes_address_sessions(cli: Cli) -> None:
+    with trio.fail_after(30):
+        built = await cli.json("spawn", "--name", "build", "--", "sleep", "30")
+        assert built["name"] == "build"
+        other = (await cli.ok("shell", "--no-rc", "--name", "sh.1")).strip()
+        table = await cli.lines("list")
+        assert table[0].split()[:2] == ["ID", "NAME"]
+        assert {line.split()[0]: line.split()[1] for line in table[1:]} == {
+            built["id"]: "build",
+            other: "sh.1",
+        }
+        taken = await cli("spawn", "--name", "build", "--", "true")
+        assert taken.returncode == 1 and "[invalid_input]" in stderr(taken)
+        assert built["id"] in stderr(taken) and "(option --name)" in stderr(taken)
+        for bad in ("pty_x", "a b", "-x", ""):
+            refused = await cli("spawn", f"--name={bad}", "--", "true")
+            assert refused.returncode == 1 and "[invalid_input]" in stderr(refused), bad
+        assert (await cli.ok("run", "sh.1", "--", "echo", "hi")).splitlines() == ["hi"]
+        assert (await cli.json("kill", "build"))["id"] == built["id"]
+        # An ended session gives its name up; the name then means the running one.
+        again = (await cli.ok("spawn", "--name", "build", "--", "sleep", "30")).strip()
+        assert (await cli.json("kill", "build"))["id"] == again
+        assert (await cli.json("screen", other[4:9]))["id"] == other
+        assert (await cli.json("kill", other[: len(other) - 2]))["id"] == other
         await cli.ok("delete-owner", cli.owner)

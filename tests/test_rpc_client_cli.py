@@ -79,7 +79,7 @@ async def test_cli_commands_and_exit_codes(live: ServerProcess, request: Any) ->
 
         listed = await cli(live, owner, "list")
         header, row = listed.stdout.decode().splitlines()
-        assert header.split()[:3] == ["ID", "STATUS", "PID"]
+        assert header.split()[:3] == ["ID", "NAME", "STATUS"]
         assert row.startswith(session_id) and "running" in row and "greeter" in row
 
         results: dict[str, subprocess.CompletedProcess[bytes]] = {}
@@ -288,6 +288,7 @@ def test_list_table() -> None:
     header, row = format_table([info]).splitlines()
     assert header.split() == [
         "ID",
+        "NAME",
         "STATUS",
         "PID",
         "EXIT",
@@ -298,6 +299,7 @@ def test_list_table() -> None:
     ]
     assert row.split() == [
         "pty_0000abcd",
+        "-",
         "exited",
         "(timeout)",
         "42",

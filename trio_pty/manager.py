@@ -210,6 +210,7 @@ class Manager(metaclass=_NoPublicConstructor):
         cols: int = 80,
         ready: Wait | None = None,
         idle_timeout: float | None = None,
+        name: str | None = None,
     ) -> SessionInfo:
         """Start `command` under a new PTY and return once it runs, or, with `ready`, once
         it is ready (pattern seen, quiet after some output, exited, or the wait timed out);
@@ -231,6 +232,7 @@ class Manager(metaclass=_NoPublicConstructor):
             env=env,
             rows=rows,
             cols=cols,
+            name=name,
         )
         return await self._spawn(options, ready)
 
@@ -250,6 +252,7 @@ class Manager(metaclass=_NoPublicConstructor):
         title: str | None = None,
         notify_on_exit: bool = False,
         idle_timeout: float | None = None,
+        name: str | None = None,
     ) -> SessionInfo:
         """Start bash or zsh (`shell`: "bash", "zsh" or a path to one; None: the user's
         $SHELL when it is one of those, else bash) that reports each command through marks
@@ -277,6 +280,7 @@ class Manager(metaclass=_NoPublicConstructor):
                 env=checked_env,
                 rows=rows,
                 cols=cols,
+                name=name,
             )
             info = await self._spawn(options, None, shell=start)
             session = self._sessions[info.id]
@@ -314,6 +318,7 @@ class Manager(metaclass=_NoPublicConstructor):
         for a shell session (`shell`) with its startup files and its tracker."""
         ready_pattern = pages.check_wait(ready, self.limits, shell=shell is not None)
         self._spawner.check_env(options)
+        self._check_name_free(options)
         reservation = await self._admission.reserve_or_wait(options.owner)
         try:
             async with self._spawner.workdir(options) as handle:
@@ -343,11 +348,22 @@ class Manager(metaclass=_NoPublicConstructor):
             # Runs in the session task right before it reports started: no await
             # separates taking the registry slot from giving the reservation back.
             self._admission.check_accepting(session.owner)
+            self._check_name_free(session)
             self._sessions[session.id] = session
             reservation.release()
             self._guard.started(session.id, session.owner, session.pid)
 
         await self._runners.launch(session, child_env, cwd_fd, argv, register)
+
+    def _check_name_free(self, wanted: SpawnOptions | Session) -> None:
+        """A name is unique among the owner's running sessions (an ended one gives it up)."""
+        if wanted.name is None:
+            return
+        for other in self._sessions.values():
+            if other.owner == wanted.owner and other.name == wanted.name and not other.ended:
+                raise errors.InvalidInput(
+                    "name", f"{other.id} of this owner is running under the name {wanted.name!r}"
+                )
 
     def _new_session(self, options: SpawnOptions, workdir: str) -> Session:
         # With a node id, ids say which host holds the session: pty_<node>_<8 hex>.

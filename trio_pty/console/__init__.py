@@ -39,6 +39,7 @@ from trio_pty.console.common import (
     client_token,
     fail,
 )
+from trio_pty.console.targets import resolve_target
 from trio_pty.console.verbs import VERBS, Verb
 
 __all__ = [
@@ -92,6 +93,8 @@ async def run_client(args: argparse.Namespace) -> int:
     try:
         async with connect(url, token) as client:
             try:
+                if "id" in vars(args):  # an id, a name, a prefix, or none (attach)
+                    await resolve_target(client, args)
                 return await verb(client, args)
             except RpcError as exc:
                 fail(await explain(client, exc, args))

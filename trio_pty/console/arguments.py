@@ -97,6 +97,14 @@ def _waiting(
     )
 
 
+def _name(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--name",
+        default=None,
+        help="a name to address it by instead of its id (unique among your running sessions)",
+    )
+
+
 def _workdir(parser: argparse.ArgumentParser) -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
@@ -145,6 +153,7 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     spawn = verb("spawn", "start a command under a new PTY; prints its id")
     _owner(spawn)
     spawn.add_argument("--title", default=None)
+    _name(spawn)
     spawn.add_argument("--description", default=None, help="why it runs (default: the command)")
     _workdir(spawn)
     spawn.add_argument("--notify", action="store_true", help="notify_on_exit")
@@ -163,6 +172,7 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "--no-rc", dest="rc", action="store_false", help="do not read your startup files"
     )
     shell.add_argument("--title", default=None)
+    _name(shell)
     shell.add_argument("--description", default="shell", help="why it runs (default: shell)")
     _workdir(shell)
     shell.add_argument("--notify", action="store_true", help="notify_on_exit")
@@ -417,7 +427,7 @@ def add_attach(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"connect your terminal to a session (detach: {DEFAULT_DETACH_KEYS})",
     )
     client_options(sub, top=False)
-    sub.add_argument("id")
+    sub.add_argument("id", nargs="?", default=None, help="default: your most recent session")
     _owner(sub)
     sub.add_argument(
         "--detach-key",

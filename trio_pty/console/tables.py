@@ -43,7 +43,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def format_table(sessions: Sequence[SessionInfo], *, owners: bool = False) -> str:
     """The `list` table; `owners` adds an OWNER column."""
-    header = ["ID", "STATUS", "PID", "EXIT", "LINES", "AGE", "COMMAND", "DESCRIPTION"]
+    header = ["ID", "NAME", "STATUS", "PID", "EXIT", "LINES", "AGE", "COMMAND", "DESCRIPTION"]
     rows = []
     for info in sessions:
         status = info.status + (" (timeout)" if info.timed_out else "")
@@ -51,6 +51,7 @@ def format_table(sessions: Sequence[SessionInfo], *, owners: bool = False) -> st
             status += " (prompt)" if info.at_prompt else " (busy)"
         row = [
             info.id,
+            info.name or "-",
             status,
             str(info.pid),
             exit_text(info),
