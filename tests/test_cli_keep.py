@@ -18,7 +18,7 @@ from trio_pty.console.targets import pick
 from trio_pty.model import SessionInfo
 
 from .rpc_support import ServerProcess, live, owner_for
-from .test_cli import Cli, server, stderr
+from .test_cli import Cli, cli_env, server, stderr
 
 __all__ = ["live", "server"]  # fixtures used by name
 
@@ -232,4 +232,29 @@ async def test_names_and_prefixes_address_sessions(cli: Cli) -> None:
         assert (await cli.json("kill", "build"))["id"] == again
         assert (await cli.json("screen", other[4:9]))["id"] == other
         assert (await cli.json("kill", other[: len(other) - 2]))["id"] == other
+        await cli.ok("delete-owner", cli.owner)
+
+
+# --------------------------------------------------------------------------------------------
+# attach: the latest session, its exit status
+
+
+@pytest.mark.parametrize(("script", "status"), [("exit 7", 7), ("kill -TERM $$", 128 + 15)])
+async def test_attach_takes_the_latest_session_and_exits_with_its_status(
+    cli: Cli, script: str, status: int
+) -> None:
+    with trio.fail_after(30):
+        await cli.ok("spawn", "--", "sleep", "30")
+        latest = (await cli.ok("spawn", "--", "sh", "-c", f"read x; echo got:$x; {script}")).strip()
+        result = await trio.run_process(
+            cli.command("attach"),  # no id: the latest running session
+            env=cli_env(cli.live, cli.owner),
+            stdin=b"typed\n",
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+        assert result.returncode == status, stderr(result)
+        assert "got:typed" in result.stdout.decode()
+        assert f"[{latest} exited" in stderr(result)
         await cli.ok("delete-owner", cli.owner)
