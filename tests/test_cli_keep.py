@@ -5,6 +5,10 @@ verbs run in process as in test_cli.py."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 import urllib.parse
 
 import pytest
@@ -258,3 +262,90 @@ async def test_attach_takes_the_latest_session_and_exits_with_its_status(
         assert "got:typed" in result.stdout.decode()
         assert f"[{latest} exited" in stderr(result)
         await cli.ok("delete-owner", cli.owner)
+
+
+# --------------------------------------------------------------------------------------------
+# Shell completion
+
+
+def _complete(shell: list[str], script: str, words: str) -> list[str]:
+    """What the completion function offers for the command line `words` (the last word is
+    the one being completed), in a real shell with the script loaded."""
+    probe = textwrap.dedent(
+        f"""
+        eval "$SCRIPT"
+        complete -p trio-pty
+        COMP_WORDS=({words}); COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))
+        _trio_pty
+        printf '%s\\n' "${{COMPREPLY[@]}}"
+        """
+    )
+    done = subprocess.run(
+        [*shell, probe],
+        env={**os.environ, "SCRIPT": script},
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    registered, *offered = done.stdout.splitlines()
+    assert registered.endswith("-F _trio_pty trio-pty"), registered
+    return [word for word in offered if word]
+
+
+def _script(shell: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "trio_pty", "completion", shell],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=True,
+    )
+    return done.stdout
+
+
+def test_bash_completion_completes_verbs_and_options() -> None:
+    script = _script("bash")
+    bash = ["bash", "--norc", "--noprofile", "-c"]
+    assert _complete(bash, script, "trio-pty at") == ["attach"]
+    assert sorted(_complete(bash, script, "trio-pty rea")) == ["read", "read-raw"]
+    assert _complete(bash, script, "trio-pty --json comp") == ["completion"]
+    assert _complete(bash, script, "trio-pty spawn --na") == ["--name"]
+    assert _complete(bash, script, "trio-pty completion z") == ["zsh"]
+
+
+def test_zsh_completion_loads_and_completes_verbs() -> None:
+    """zsh runs the bash function through bashcompinit; its `compgen` offers every word
+    and zsh's own completion then keeps those that start with what was typed."""
+    probe = textwrap.dedent(
+        """
+        autoload -Uz compinit && compinit -u -D
+        eval "$SCRIPT"
+        print -r -- "$_comps[trio-pty]"
+        offer() {
+            emulate -L sh
+            setopt kshglob noshglob braceexpand
+            COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 ))
+            _trio_pty
+            printf '%s\\n' "${COMPREPLY[@]}"
+        }
+        offer trio-pty at
+        echo --
+        offer trio-pty spawn --na
+        """
+    )
+    done = subprocess.run(
+        ["zsh", "-f", "-c", probe],
+        env={**os.environ, "SCRIPT": _script("zsh")},
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    registered, *rest = done.stdout.splitlines()
+    assert registered == "_bash_complete -o default -F _trio_pty"
+    verbs, options = "\n".join(rest).split("\n--\n")
+    assert {"attach", "spawn", "completion"} <= set(verbs.split()) and "--url" not in verbs
+    assert "--name" in options.split() and "attach" not in options.split()

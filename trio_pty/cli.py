@@ -8,6 +8,7 @@
              | resize | read-raw | signal | kill | delete-owner | attach | info
              | drain   (the client)
     trio-pty mcp [--connect URL] ...   (an MCP server on stdio: docs/mcp.md)
+    trio-pty completion bash|zsh       (a completion script)
 
 The client verbs are in `trio_pty.console` (docs/protocol.md, "The command-line client").
 They read `--url` (or TRIO_PTY_URL, default ws://127.0.0.1:8765/rpc), `--token` (or
@@ -44,6 +45,7 @@ from trio_pty.console import (
     run_client,
 )
 from trio_pty.console.common import UsageError
+from trio_pty.console.completion import SHELLS, completion_script
 from trio_pty.errors import unwrap_group
 
 if TYPE_CHECKING:  # the server side is imported by `serve` alone
@@ -69,6 +71,11 @@ def _fail(message: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    return _build()[0]
+
+
+def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The parser, and each verb's (what completion is generated from)."""
     parser = argparse.ArgumentParser(
         prog=_prog(),
         description="Run commands under real pseudo-terminals, behind a JSON-RPC server.",
@@ -161,7 +168,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_client_verbs(commands)
     commands.add_parser("mcp", help="an MCP server on stdio (see trio-pty mcp --help)")
-    return parser
+    completion = commands.add_parser(
+        "completion",
+        help='print a completion script: eval "$(trio-pty completion bash)" (or zsh)',
+    )
+    completion.add_argument("shell", choices=SHELLS)
+    verbs: dict[str, argparse.ArgumentParser] = dict(commands.choices or {})
+    return parser, verbs
 
 
 # --------------------------------------------------------------------------------------------
@@ -174,15 +187,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         from trio_pty.mcp import main as mcp_main
 
         return mcp_main(argv[1:])
-    parser = build_parser()
+    parser, verbs = _build()
     # Known args only: the text of `write`, `send` and `run` may hold words that look like
     # options (`write ID -1\n`); prepare() gives them back to it, or refuses them.
     args, extra = parser.parse_known_args(argv)
     try:
+        if args.command in ("serve", "completion") and extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
         if args.command == "serve":
-            if extra:
-                parser.error(f"unrecognized arguments: {' '.join(extra)}")
             return _serve(args)
+        if args.command == "completion":
+            print(completion_script(args.shell, verbs), end="", flush=True)
+            return EXIT_OK
         try:
             prepare(args, extra)
         except UsageError as exc:
