@@ -16,6 +16,7 @@ import trio
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from trio_pty.cli import build_parsers, invoked_verb
 from trio_pty.client.client import redact_url, split_url
 from trio_pty.console.common import UsageError
 from trio_pty.console.targets import pick
@@ -349,3 +350,30 @@ def test_zsh_completion_loads_and_completes_verbs() -> None:
     verbs, options = "\n".join(rest).split("\n--\n")
     assert {"attach", "spawn", "completion"} <= set(verbs.split()) and "--url" not in verbs
     assert "--name" in options.split() and "attach" not in options.split()
+
+
+# --------------------------------------------------------------------------------------------
+# Speed: only the invoked verb's parser is built
+
+
+@pytest.mark.parametrize(
+    ("argv", "invoked"),
+    [
+        (["list"], "list"),
+        (["--url", "ws://h/rpc", "--json", "read", "x"], "read"),
+        (["--token", "list", "kill", "x"], "kill"),  # the token's value is no verb
+        (["--url=ws://h/rpc", "attach"], "attach"),
+        (["--help", "list"], None),
+        (["bogus", "list"], None),
+        ([], None),
+    ],
+)
+def test_the_invoked_verb(argv: list[str], invoked: str | None) -> None:
+    assert invoked_verb(argv) == invoked
+
+
+def test_one_verbs_parser_parses_as_the_whole_parser() -> None:
+    argv = ["--json", "read", "build", "--tail", "5", "--owner", "o"]
+    alone, verbs = build_parsers("read")
+    assert list(verbs) == ["read", "mcp"]
+    assert vars(alone.parse_args(argv)) == vars(build_parsers()[0].parse_args(argv))

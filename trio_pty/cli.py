@@ -29,11 +29,12 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import trio
 
 from trio_pty.console import (
+    CLIENT_VERBS,
     EXIT_CONNECTION,
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -57,6 +58,8 @@ __all__ = ["EXIT_CONNECTION", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "main"]
 
 log = logging.getLogger("trio_pty.cli")
 
+_VERBS: Final = frozenset({"serve", "mcp", "completion", *CLIENT_VERBS})
+
 
 def _prog() -> str:
     return "trio-pty"
@@ -71,11 +74,28 @@ def _fail(message: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return _build()[0]
+    return build_parsers()[0]
 
 
-def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    """The parser, and each verb's (what completion is generated from)."""
+def invoked_verb(argv: Sequence[str]) -> str | None:
+    """The verb `argv` invokes, when it is a known one and no help comes before it: only
+    its parser is then built. None: build them all (help, or a word that is no verb)."""
+    words = iter(argv)
+    for word in words:
+        if word in ("-h", "--help"):
+            return None
+        if word in ("--url", "--token"):
+            next(words, None)
+        elif not word.startswith("-"):
+            return word if word in _VERBS else None
+    return None
+
+
+def build_parsers(
+    only: str | None = None,
+) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The parser (with `only`, that verb's alone), and each verb's (what completion is
+    generated from)."""
     parser = argparse.ArgumentParser(
         prog=_prog(),
         description="Run commands under real pseudo-terminals, behind a JSON-RPC server.",
@@ -85,6 +105,21 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     client_options(parser, top=True)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    if only in (None, "serve"):
+        _add_serve(commands)
+    add_client_verbs(commands, only)
+    commands.add_parser("mcp", help="an MCP server on stdio (see trio-pty mcp --help)")
+    if only in (None, "completion"):
+        completion = commands.add_parser(
+            "completion",
+            help='print a completion script: eval "$(trio-pty completion bash)" (or zsh)',
+        )
+        completion.add_argument("shell", choices=SHELLS)
+    verbs: dict[str, argparse.ArgumentParser] = dict(commands.choices or {})
+    return parser, verbs
+
+
+def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = commands.add_parser("serve", help="run the JSON-RPC server")
     serve.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port (default 8765; 0: any free)")
@@ -166,16 +201,6 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         help="log lines on stderr as text (default) or one JSON object each (docs/deploy.md)",
     )
 
-    add_client_verbs(commands)
-    commands.add_parser("mcp", help="an MCP server on stdio (see trio-pty mcp --help)")
-    completion = commands.add_parser(
-        "completion",
-        help='print a completion script: eval "$(trio-pty completion bash)" (or zsh)',
-    )
-    completion.add_argument("shell", choices=SHELLS)
-    verbs: dict[str, argparse.ArgumentParser] = dict(commands.choices or {})
-    return parser, verbs
-
 
 # --------------------------------------------------------------------------------------------
 # Entry point
@@ -187,7 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from trio_pty.mcp import main as mcp_main
 
         return mcp_main(argv[1:])
-    parser, verbs = _build()
+    invoked = invoked_verb(argv)
+    # completion lists every verb; any other verb needs only its own parser.
+    parser, verbs = build_parsers(None if invoked == "completion" else invoked)
     # Known args only: the text of `write`, `send` and `run` may hold words that look like
     # options (`write ID -1\n`); prepare() gives them back to it, or refuses them.
     args, extra = parser.parse_known_args(argv)

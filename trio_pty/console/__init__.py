@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
+from typing import Final
 
 from trio_pty.client.client import (
     DEFAULT_URL,
@@ -43,6 +44,7 @@ from trio_pty.console.targets import resolve_target
 from trio_pty.console.verbs import VERBS, Verb
 
 __all__ = [
+    "CLIENT_VERBS",
     "EXIT_CONNECTION",
     "EXIT_ERROR",
     "EXIT_INTERRUPTED",
@@ -65,10 +67,17 @@ async def _attach(client: TrioPtyClient, args: argparse.Namespace) -> int:
 _ALL: dict[str, Verb] = {**VERBS, "attach": _attach}
 
 
-def add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Every client verb, on the top parser's subparsers."""
-    add_verbs(commands)
-    add_attach(commands)
+#: The client verbs' names.
+CLIENT_VERBS: Final = frozenset(_ALL)
+
+
+def add_client_verbs(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], only: str | None = None
+) -> None:
+    """Every client verb (or, `only`, one of them), on the top parser's subparsers."""
+    add_verbs(commands, only)
+    if only in (None, "attach"):
+        add_attach(commands)
 
 
 def prepare(args: argparse.Namespace, extra: Sequence[str]) -> None:

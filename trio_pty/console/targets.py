@@ -6,7 +6,9 @@ server says it is not found (and the CLI why: another owner's, or evicted)."""
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
+from typing import Final
 
 from trio_pty.client.client import RpcError, TrioPtyClient
 from trio_pty.console.common import UsageError
@@ -16,6 +18,8 @@ from trio_pty.wire import ListParams
 __all__ = ["pick", "resolve_target"]
 
 _ID_PREFIX = "pty_"
+# A whole id (`pty_<8 hex>`, `pty_<node>_<8 hex>`): sent as it is, without asking first.
+_WHOLE_ID: Final = re.compile(r"pty_(?:[A-Za-z0-9-]+_)?[0-9a-f]{8}")
 
 
 def pick(given: str | None, sessions: Sequence[SessionInfo]) -> str | None:
@@ -42,7 +46,9 @@ def pick(given: str | None, sessions: Sequence[SessionInfo]) -> str | None:
 
 async def resolve_target(client: TrioPtyClient, args: argparse.Namespace) -> None:
     """Replace `args.id` by the id it means (see `pick`), asking the server for the owner's
-    sessions once."""
+    sessions once (not for a whole id: names never look like one)."""
+    if args.id is not None and _WHOLE_ID.fullmatch(args.id):
+        return
     try:
         sessions = (await client.request(ListParams(owner=args.owner))).sessions
     except RpcError:
