@@ -415,7 +415,7 @@ async def test_screen_signal_resize_and_raw_output(cli: Cli, tmp_path: Path) -> 
 async def test_list_owners_commands_delete_owner_and_info(cli: Cli, request: Any) -> None:
     other = Cli(cli.live, owner_for(request) + "-other", cli.cwd)
     with trio.fail_after(30):
-        mine = (await cli.ok("spawn", "--title", "mine", "--", "sleep", "30")).strip()
+        mine = (await cli.ok("spawn", "--description", "mine", "--", "sleep", "30")).strip()
         shell = (await other.ok("shell", "--no-rc", "--description", "theirs")).strip()
         assert (await other.json("run", shell, "--", "echo", "hi"))["exit_code"] == 0
         history = await other.json("commands", shell)
@@ -432,7 +432,7 @@ async def test_list_owners_commands_delete_owner_and_info(cli: Cli, request: Any
         )
 
         header, row = await cli.lines("list")
-        assert header.split()[:2] == ["ID", "STATUS"] and row.startswith(mine) and "mine" in row
+        assert header.split()[:2] == ["ID", "NAME"] and row.startswith(mine) and "mine" in row
         table = await cli.lines("list", "--all-owners")
         assert table[0].split()[:2] == ["OWNER", "ID"]
         rows = {line.split()[1]: line for line in table[1:]}

@@ -63,7 +63,15 @@ async def test_cli_commands_and_exit_codes(live: ServerProcess, request: Any) ->
     owner = owner_for(request)
     with trio.fail_after(30):
         spawned = await cli(
-            live, owner, "spawn", "--title", "greeter", "--", "sh", "-c", 'read x; echo "got:$x"'
+            live,
+            owner,
+            "spawn",
+            "--description",
+            "greeter",
+            "--",
+            "sh",
+            "-c",
+            'read x; echo "got:$x"',
         )
         assert spawned.returncode == 0, spawned.stderr
         session_id = spawned.stdout.decode().strip()
@@ -71,7 +79,7 @@ async def test_cli_commands_and_exit_codes(live: ServerProcess, request: Any) ->
 
         listed = await cli(live, owner, "list")
         header, row = listed.stdout.decode().splitlines()
-        assert header.split()[:3] == ["ID", "STATUS", "PID"]
+        assert header.split()[:3] == ["ID", "NAME", "STATUS"]
         assert row.startswith(session_id) and "running" in row and "greeter" in row
 
         results: dict[str, subprocess.CompletedProcess[bytes]] = {}
@@ -211,7 +219,7 @@ async def test_client_reports_connection_failures() -> None:
             async with connect("ws://127.0.0.1:1/rpc", "x"):
                 pass
         with pytest.raises(ConnectionFailed, match="not a ws"):
-            async with connect("http://127.0.0.1/rpc", "x"):
+            async with connect("ftp://127.0.0.1/rpc", "x"):
                 pass
 
 
@@ -280,6 +288,7 @@ def test_list_table() -> None:
     header, row = format_table([info]).splitlines()
     assert header.split() == [
         "ID",
+        "NAME",
         "STATUS",
         "PID",
         "EXIT",
@@ -290,6 +299,7 @@ def test_list_table() -> None:
     ]
     assert row.split() == [
         "pty_0000abcd",
+        "-",
         "exited",
         "(timeout)",
         "42",

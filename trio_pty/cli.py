@@ -8,6 +8,7 @@
              | resize | read-raw | signal | kill | delete-owner | attach | info
              | drain   (the client)
     trio-pty mcp [--connect URL] ...   (an MCP server on stdio: docs/mcp.md)
+    trio-pty completion bash|zsh       (a completion script)
 
 The client verbs are in `trio_pty.console` (docs/protocol.md, "The command-line client").
 They read `--url` (or TRIO_PTY_URL, default ws://127.0.0.1:8765/rpc), `--token` (or
@@ -28,11 +29,12 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import trio
 
 from trio_pty.console import (
+    CLIENT_VERBS,
     EXIT_CONNECTION,
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -44,6 +46,7 @@ from trio_pty.console import (
     run_client,
 )
 from trio_pty.console.common import UsageError
+from trio_pty.console.completion import SHELLS, completion_script
 from trio_pty.errors import unwrap_group
 
 if TYPE_CHECKING:  # the server side is imported by `serve` alone
@@ -54,6 +57,8 @@ if TYPE_CHECKING:  # the server side is imported by `serve` alone
 __all__ = ["EXIT_CONNECTION", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "main"]
 
 log = logging.getLogger("trio_pty.cli")
+
+_VERBS: Final = frozenset({"serve", "mcp", "completion", *CLIENT_VERBS})
 
 
 def _prog() -> str:
@@ -69,6 +74,28 @@ def _fail(message: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    return build_parsers()[0]
+
+
+def invoked_verb(argv: Sequence[str]) -> str | None:
+    """The verb `argv` invokes, when it is a known one and no help comes before it: only
+    its parser is then built. None: build them all (help, or a word that is no verb)."""
+    words = iter(argv)
+    for word in words:
+        if word in ("-h", "--help"):
+            return None
+        if word in ("--url", "--token"):
+            next(words, None)
+        elif not word.startswith("-"):
+            return word if word in _VERBS else None
+    return None
+
+
+def build_parsers(
+    only: str | None = None,
+) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The parser (with `only`, that verb's alone), and each verb's (what completion is
+    generated from)."""
     parser = argparse.ArgumentParser(
         prog=_prog(),
         description="Run commands under real pseudo-terminals, behind a JSON-RPC server.",
@@ -78,6 +105,21 @@ def build_parser() -> argparse.ArgumentParser:
     client_options(parser, top=True)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    if only in (None, "serve"):
+        _add_serve(commands)
+    add_client_verbs(commands, only)
+    commands.add_parser("mcp", help="an MCP server on stdio (see trio-pty mcp --help)")
+    if only in (None, "completion"):
+        completion = commands.add_parser(
+            "completion",
+            help='print a completion script: eval "$(trio-pty completion bash)" (or zsh)',
+        )
+        completion.add_argument("shell", choices=SHELLS)
+    verbs: dict[str, argparse.ArgumentParser] = dict(commands.choices or {})
+    return parser, verbs
+
+
+def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = commands.add_parser("serve", help="run the JSON-RPC server")
     serve.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port (default 8765; 0: any free)")
@@ -159,10 +201,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="log lines on stderr as text (default) or one JSON object each (docs/deploy.md)",
     )
 
-    add_client_verbs(commands)
-    commands.add_parser("mcp", help="an MCP server on stdio (see trio-pty mcp --help)")
-    return parser
-
 
 # --------------------------------------------------------------------------------------------
 # Entry point
@@ -174,15 +212,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         from trio_pty.mcp import main as mcp_main
 
         return mcp_main(argv[1:])
-    parser = build_parser()
+    invoked = invoked_verb(argv)
+    # completion lists every verb; any other verb needs only its own parser.
+    parser, verbs = build_parsers(None if invoked == "completion" else invoked)
     # Known args only: the text of `write`, `send` and `run` may hold words that look like
     # options (`write ID -1\n`); prepare() gives them back to it, or refuses them.
     args, extra = parser.parse_known_args(argv)
     try:
+        if args.command in ("serve", "completion") and extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
         if args.command == "serve":
-            if extra:
-                parser.error(f"unrecognized arguments: {' '.join(extra)}")
             return _serve(args)
+        if args.command == "completion":
+            print(completion_script(args.shell, verbs), end="", flush=True)
+            return EXIT_OK
         try:
             prepare(args, extra)
         except UsageError as exc:

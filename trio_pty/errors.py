@@ -40,8 +40,16 @@ class SessionNotFound(PtyError):
 
     kind = "session_not_found"
 
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"PTY session not found: {session_id}", id=session_id)
+    def __init__(self, session_id: str, *, evicted: bool = False) -> None:
+        if evicted:  # its owner's: it ended, and was removed to make room for a new one
+            super().__init__(
+                f"PTY session not found: {session_id} ended and was evicted to make room "
+                "for newer sessions",
+                id=session_id,
+                evicted=True,
+            )
+        else:
+            super().__init__(f"PTY session not found: {session_id}", id=session_id)
 
 
 class LimitExceeded(PtyError):

@@ -61,6 +61,9 @@ from .spawning import ShellStart, Spawner, SpawnOptions, until_first_prompt, unt
 
 log = logging.getLogger("trio_pty")
 
+#: How many evicted ids the manager remembers, to say "evicted" rather than "not found".
+_EVICTED_REMEMBERED: Final = 256
+
 T = TypeVar("T")
 
 
@@ -175,7 +178,10 @@ class Manager(metaclass=_NoPublicConstructor):
         self._screens = ScreenCache(limits.max_live_screens, limits.screen_idle_timeout)
         self._cursors = ReadCursors(limits.max_read_cursors, sessions=limits.max_sessions)
         self._drain = _Drain(limits, live=self._live)
-        self._admission = _Admission(limits, self._sessions, self._drain, remove=self._remove)
+        # The ids of the last sessions evicted to make room, and their owners: a lookup of
+        # one says so rather than only "not found" (bounded; ids are never reused).
+        self._evicted: collections.OrderedDict[str, str] = collections.OrderedDict()
+        self._admission = _Admission(limits, self._sessions, self._drain, remove=self._evict)
 
     # ------------------------------------------------------------------ queries
 
@@ -206,7 +212,8 @@ class Manager(metaclass=_NoPublicConstructor):
         validate.owner(owner, self.limits)
         session = self._sessions.get(session_id) if isinstance(session_id, str) else None
         if session is None or session.owner != owner:
-            raise errors.SessionNotFound(str(session_id))
+            evicted = isinstance(session_id, str) and self._evicted.get(session_id) == owner
+            raise errors.SessionNotFound(str(session_id), evicted=evicted)
         return session
 
     # ------------------------------------------------------------------ spawning
@@ -228,6 +235,7 @@ class Manager(metaclass=_NoPublicConstructor):
         ready: Wait | None = None,
         idle_timeout: float | None = None,
         tenant: Tenant = EVERYONE,
+        name: str | None = None,
     ) -> SessionInfo:
         """Start `command` under a new PTY and return once it runs, or, with `ready`, once
         it is ready (pattern seen, quiet after some output, exited, or the wait timed out);
@@ -250,6 +258,7 @@ class Manager(metaclass=_NoPublicConstructor):
             env=env,
             rows=rows,
             cols=cols,
+            name=name,
         )
         return await self._spawn(options, ready, tenant=tenant)
 
@@ -270,6 +279,7 @@ class Manager(metaclass=_NoPublicConstructor):
         notify_on_exit: bool = False,
         idle_timeout: float | None = None,
         tenant: Tenant = EVERYONE,
+        name: str | None = None,
     ) -> SessionInfo:
         """Start bash or zsh (`shell`: "bash", "zsh" or a path to one; None: the user's
         $SHELL when it is one of those, else bash) that reports each command through marks
@@ -297,6 +307,7 @@ class Manager(metaclass=_NoPublicConstructor):
                 env=checked_env,
                 rows=rows,
                 cols=cols,
+                name=name,
             )
             info = await self._spawn(options, None, shell=start, tenant=tenant)
             session = self._sessions[info.id]
@@ -339,6 +350,7 @@ class Manager(metaclass=_NoPublicConstructor):
         for a shell session (`shell`) with its startup files and its tracker."""
         ready_pattern = pages.check_wait(ready, self.limits, shell=shell is not None)
         self._spawner.check_env(options)
+        self._check_name_free(options)
         reservation = await self._admission.reserve_or_wait(options.owner, tenant)
         try:
             async with self._spawner.workdir(options) as handle:
@@ -368,11 +380,22 @@ class Manager(metaclass=_NoPublicConstructor):
             # Runs in the session task right before it reports started: no await
             # separates taking the registry slot from giving the reservation back.
             self._admission.check_accepting(session.owner)
+            self._check_name_free(session)
             self._sessions[session.id] = session
             reservation.release()
             self._guard.started(session.id, session.owner, session.pid)
 
         await self._runners.launch(session, child_env, cwd_fd, argv, register)
+
+    def _check_name_free(self, wanted: SpawnOptions | Session) -> None:
+        """A name is unique among the owner's running sessions (an ended one gives it up)."""
+        if wanted.name is None:
+            return
+        for other in self._sessions.values():
+            if other.owner == wanted.owner and other.name == wanted.name and not other.ended:
+                raise errors.InvalidInput(
+                    "name", f"{other.id} of this owner is running under the name {wanted.name!r}"
+                )
 
     def _new_session(self, options: SpawnOptions, workdir: str) -> Session:
         # With a node id, ids say which host holds the session: pty_<node>_<8 hex>.
@@ -391,6 +414,13 @@ class Manager(metaclass=_NoPublicConstructor):
             on_change=self._drain.wake,
             shutdown_moment=self._runners.shutdown_moment,
         )
+
+    def _evict(self, session: Session) -> None:
+        """Remove an ended session to make room, remembering that it was."""
+        self._evicted[session.id] = session.owner
+        while len(self._evicted) > _EVICTED_REMEMBERED:
+            self._evicted.popitem(last=False)
+        self._remove(session)
 
     def _remove(self, session: Session) -> None:
         if self._sessions.get(session.id) is session:

@@ -56,6 +56,9 @@ class SessionInfo:
     """Seconds of no output, no input and no attached client before it is torn down."""
     reason: EndReason | None = None
     """Why trio-pty ended it ("timeout", "idle_timeout"), or None."""
+    name: str | None = None
+    """The caller's name for it (`spawn --name build`), unique among the owner's running
+    sessions, or None."""
 
 
 @attrs.frozen

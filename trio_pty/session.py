@@ -74,6 +74,7 @@ class Session:
         "idle_timeout",
         "lifecycle",
         "limits",
+        "name",
         "notify_on_exit",
         "others_ended",
         "output",
@@ -111,6 +112,7 @@ class Session:
         self.args = list(options.args)
         self.workdir = workdir
         self.title = options.title
+        self.name = options.name
         self.description = options.description
         self.notify_on_exit = options.notify_on_exit
         self.timeout = options.timeout
@@ -193,6 +195,7 @@ class Session:
             terminal_title=self.output.terminal_title,
             idle_timeout=self.idle_timeout,
             reason=self.reason,
+            name=self.name,
         )
 
     # ----------------------------------------------------------------- the task tree

@@ -11,9 +11,11 @@ starts the session's task in its nursery.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from typing import Final
 
 import attrs
 import trio
@@ -55,6 +57,7 @@ class SpawnOptions:
     defaults_env: Mapping[str, str] | None = None
     rows: int = 24
     cols: int = 80
+    name: str | None = None  # unique among the owner's running sessions (the manager's check)
 
     def checked(self, limits: Limits) -> SpawnOptions:
         """Every field validated (InvalidInput names the first wrong one), in this order."""
@@ -71,6 +74,7 @@ class SpawnOptions:
         rows, cols = validate.window(self.rows, self.cols, limits)
         return attrs.evolve(
             self,
+            name=checked_name(self.name),
             args=args,
             title=title,
             rows=rows,
@@ -79,6 +83,24 @@ class SpawnOptions:
             idle_timeout=limits.idle_timeout if idle_timeout is None else idle_timeout,
             env=env,
         )
+
+
+#: A session's name: what a person types (`attach build`), never taken for an id (`pty_...`).
+_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def checked_name(name: object) -> str | None:
+    """A session's name, validated: 1-64 letters, digits, `.`, `_`, `-` (the first a letter
+    or digit), not starting with `pty_` (ids do)."""
+    if name is None:
+        return None
+    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+        raise errors.InvalidInput(
+            "name", "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    if name.startswith("pty_"):
+        raise errors.InvalidInput("name", "must not start with 'pty_' (session ids do)")
+    return name
 
 
 @attrs.frozen

@@ -71,6 +71,8 @@ __all__ = [
     "RpcError",
     "TrioPtyClient",
     "connect",
+    "redact_url",
+    "split_url",
 ]
 
 log = logging.getLogger("trio_pty.client")
@@ -388,6 +390,37 @@ def _describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+_WEBSOCKET_SCHEME: Final = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}
+_RPC_PATH: Final = "/rpc"
+
+
+def split_url(url: str) -> tuple[str, str | None]:
+    """The WebSocket URL to connect to, and the token the URL carried (or None).
+
+    The monitor's URL, `http://HOST:PORT/?token=T` as the server prints it, becomes
+    `ws://HOST:PORT/rpc` (https: wss); the token leaves the URL in every case, so it goes
+    in a header and no message made from the URL can show it. A URL that does not parse is
+    given back without its query."""
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+    except ValueError:
+        return url.split("?", 1)[0], None
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    tokens = [value for name, value in query if name == "token" and value]
+    rest = urllib.parse.urlencode([(name, value) for name, value in query if name != "token"])
+    scheme = _WEBSOCKET_SCHEME.get(parts.scheme.lower(), parts.scheme)
+    path = parts.path
+    if parts.scheme.lower() in ("http", "https") and path in ("", "/"):
+        path = _RPC_PATH  # the monitor page's address: its RPC endpoint is /rpc
+    cleaned = urllib.parse.urlunsplit((scheme, parts.netloc, path, rest, ""))
+    return cleaned, (tokens[0] if tokens else None)
+
+
+def redact_url(url: str) -> str:
+    """`url` as a message may show it: without a token (see `split_url`)."""
+    return split_url(url)[0]
+
+
 @asynccontextmanager
 async def connect(
     url: str = DEFAULT_URL,
@@ -401,10 +434,13 @@ async def connect(
     max_message_size: int = _MAX_MESSAGE_BYTES,
 ) -> AsyncIterator[TrioPtyClient]:
     """Connect to `trio-pty serve` at `url` (the token, when given, goes in an
-    `Authorization: Bearer` header; a `?token=` already in the URL also works)."""
+    `Authorization: Bearer` header). The monitor's URL works too (`split_url`): a `?token=`
+    in the URL is used when no `token` is given, and never shown in a message."""
+    url, url_token = split_url(url)
+    token = token or url_token
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("ws", "wss") or not parts.hostname:
-        raise ConnectionFailed(f"not a ws:// or wss:// URL: {url!r}")
+        raise ConnectionFailed(f"not a ws://, wss://, http:// or https:// URL: {url!r}")
     try:
         port = parts.port or (443 if parts.scheme == "wss" else 80)
     except ValueError:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
+from typing import Final
 
 from trio_pty.client.client import (
     DEFAULT_URL,
@@ -24,7 +25,9 @@ from trio_pty.client.client import (
     RpcError,
     TrioPtyClient,
     connect,
+    split_url,
 )
+from trio_pty.console.advice import explain
 from trio_pty.console.arguments import add_attach, add_verbs, check, check_attach, claim_extra_words
 from trio_pty.console.common import (
     EXIT_CONNECTION,
@@ -37,9 +40,11 @@ from trio_pty.console.common import (
     client_token,
     fail,
 )
+from trio_pty.console.targets import resolve_target
 from trio_pty.console.verbs import VERBS, Verb
 
 __all__ = [
+    "CLIENT_VERBS",
     "EXIT_CONNECTION",
     "EXIT_ERROR",
     "EXIT_INTERRUPTED",
@@ -62,10 +67,17 @@ async def _attach(client: TrioPtyClient, args: argparse.Namespace) -> int:
 _ALL: dict[str, Verb] = {**VERBS, "attach": _attach}
 
 
-def add_client_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Every client verb, on the top parser's subparsers."""
-    add_verbs(commands)
-    add_attach(commands)
+#: The client verbs' names.
+CLIENT_VERBS: Final = frozenset(_ALL)
+
+
+def add_client_verbs(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], only: str | None = None
+) -> None:
+    """Every client verb (or, `only`, one of them), on the top parser's subparsers."""
+    add_verbs(commands, only)
+    if only in (None, "attach"):
+        add_attach(commands)
 
 
 def prepare(args: argparse.Namespace, extra: Sequence[str]) -> None:
@@ -81,13 +93,23 @@ async def run_client(args: argparse.Namespace) -> int:
     """Connect, run the verb, and turn what went wrong into a message and an exit status."""
     url = args.url or os.environ.get("TRIO_PTY_URL") or DEFAULT_URL
     token = client_token(args)
+    if args.url and split_url(args.url)[1] is not None:
+        fail(
+            "warning: the token in --url is in this process's command line, which every "
+            "local user can read: set TRIO_PTY_URL or TRIO_PTY_TOKEN instead"
+        )
     verb = _ALL[args.command]
     try:
         async with connect(url, token) as client:
-            return await verb(client, args)
+            try:
+                if "id" in vars(args):  # an id, a name, a prefix, or none (attach)
+                    await resolve_target(client, args)
+                return await verb(client, args)
+            except RpcError as exc:
+                fail(await explain(client, exc, args))
+                return EXIT_ERROR
     except RpcError as exc:
-        label = exc.kind or str(exc.code)
-        fail(f"error: {exc.message} [{label}]")
+        fail(f"error: {exc.message} [{exc.kind or exc.code}]")
         return EXIT_ERROR
     except UsageError as exc:
         fail(f"error: {exc}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, cast
 
 from trio_pty.console.common import UsageError, client_options
 from trio_pty.console.keys import DEFAULT_DETACH_KEYS, KeySpecError, parse_keys
@@ -97,6 +97,14 @@ def _waiting(
     )
 
 
+def _name(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--name",
+        default=None,
+        help="a name to address it by instead of its id (unique among your running sessions)",
+    )
+
+
 def _workdir(parser: argparse.ArgumentParser) -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
@@ -133,10 +141,32 @@ def _window(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cols", type=int, default=80, help="window columns (default 80)")
 
 
-def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add every client verb's parser to `commands` (the top parser's subparsers)."""
+class _Unused:
+    """Stands in for the parser of a verb that is not invoked: takes its arguments and keeps
+    none (building all twenty parsers was a twentieth of a call's time)."""
+
+    def add_argument(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def add_argument_group(self, *args: object, **kwargs: object) -> _Unused:
+        return self
+
+    def add_mutually_exclusive_group(self, *args: object, **kwargs: object) -> _Unused:
+        return self
+
+    def set_defaults(self, **kwargs: object) -> None:
+        pass
+
+
+def add_verbs(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], only: str | None = None
+) -> None:
+    """Add the client verbs' parsers to `commands` (the top parser's subparsers): every
+    verb's, or with `only`, that one verb's."""
 
     def verb(name: str, help: str, *, text: bool = False) -> argparse.ArgumentParser:
+        if only is not None and name != only:
+            return cast("argparse.ArgumentParser", _Unused())
         # allow_abbrev=False: a word of the text must not pass for an abbreviated option.
         sub = commands.add_parser(name, help=help, description=help, allow_abbrev=not text)
         client_options(sub, top=False)
@@ -145,6 +175,7 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     spawn = verb("spawn", "start a command under a new PTY; prints its id")
     _owner(spawn)
     spawn.add_argument("--title", default=None)
+    _name(spawn)
     spawn.add_argument("--description", default=None, help="why it runs (default: the command)")
     _workdir(spawn)
     spawn.add_argument("--notify", action="store_true", help="notify_on_exit")
@@ -163,6 +194,7 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "--no-rc", dest="rc", action="store_false", help="do not read your startup files"
     )
     shell.add_argument("--title", default=None)
+    _name(shell)
     shell.add_argument("--description", default="shell", help="why it runs (default: shell)")
     _workdir(shell)
     shell.add_argument("--notify", action="store_true", help="notify_on_exit")
@@ -427,7 +459,7 @@ def add_attach(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"connect your terminal to a session (detach: {DEFAULT_DETACH_KEYS})",
     )
     client_options(sub, top=False)
-    sub.add_argument("id")
+    sub.add_argument("id", nargs="?", default=None, help="default: your most recent session")
     _owner(sub)
     sub.add_argument(
         "--detach-key",

@@ -260,4 +260,9 @@ async def attach(client: TrioPtyClient, args: argparse.Namespace) -> int:
         print(f"{newline}[detached from {args.id}]", file=sys.stderr)
     if args.json:
         print_json(ended if ended is not None else DetachResult(id=args.id, detached=True))
-    return EXIT_OK
+    if ended is None:
+        return EXIT_OK
+    # The session's end as a shell reports a command's: its code, or 128 + the signal.
+    if ended.exit_signal is not None:
+        return 128 + ended.exit_signal
+    return ended.exit_code if ended.exit_code is not None else EXIT_OK

@@ -43,7 +43,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def format_table(sessions: Sequence[SessionInfo], *, owners: bool = False) -> str:
     """The `list` table; `owners` adds an OWNER column."""
-    header = ["ID", "STATUS", "PID", "EXIT", "LINES", "AGE", "COMMAND", "DESCRIPTION"]
+    header = ["ID", "NAME", "STATUS", "PID", "EXIT", "LINES", "AGE", "COMMAND", "DESCRIPTION"]
     rows = []
     for info in sessions:
         status = info.status + (" (timeout)" if info.timed_out else "")
@@ -51,13 +51,14 @@ def format_table(sessions: Sequence[SessionInfo], *, owners: bool = False) -> st
             status += " (prompt)" if info.at_prompt else " (busy)"
         row = [
             info.id,
+            info.name or "-",
             status,
             str(info.pid),
             exit_text(info),
             str(info.line_count),
             _age(info.created_at),
             _clip(shlex.join([info.command, *info.args]), 40),
-            _clip(info.title or info.terminal_title or info.description, 40),
+            _clip(info.description, 40),
         ]
         rows.append([info.owner, *row] if owners else row)
     return _table(["OWNER", *header] if owners else header, rows)

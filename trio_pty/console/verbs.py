@@ -104,6 +104,7 @@ async def _spawn(client: TrioPtyClient, args: argparse.Namespace) -> int:
             rows=args.rows,
             cols=args.cols,
             ready=wait,
+            name=args.name,
         )
     )
     if args.json:
@@ -129,6 +130,7 @@ async def _shell(client: TrioPtyClient, args: argparse.Namespace) -> int:
             title=args.title,
             notify_on_exit=args.notify,
             idle_timeout=args.idle_timeout,
+            name=args.name,
         )
     )
     if args.json:

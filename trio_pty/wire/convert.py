@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import binascii
 import collections.abc
+import functools
 import json
 import math
 import types
@@ -392,33 +393,51 @@ def _with_bytes(converter: cattrs.Converter) -> cattrs.Converter:
     return converter
 
 
-_REQUESTS: Final = make_converter()
-_PARAMS_OUT: Final = _with_bytes(cattrs.Converter(omit_if_default=True))
-_RESULTS_OUT: Final = _with_bytes(cattrs.Converter())
-_RESULTS_IN: Final = _with_bytes(cattrs.Converter(forbid_extra_keys=False))
+# Each converter is built on first use: a client never structures requests or unstructures
+# results, and a CLI call pays for the two it uses only.
+
+
+@functools.cache
+def _requests() -> cattrs.Converter:
+    return make_converter()
+
+
+@functools.cache
+def _params_out() -> cattrs.Converter:
+    return _with_bytes(cattrs.Converter(omit_if_default=True))
+
+
+@functools.cache
+def _results_out() -> cattrs.Converter:
+    return _with_bytes(cattrs.Converter())
+
+
+@functools.cache
+def _results_in() -> cattrs.Converter:
+    return _with_bytes(cattrs.Converter(forbid_extra_keys=False))
 
 
 def structure_request(params: dict[str, Any], cls: type[T]) -> T:
     """A request's params -> `cls`, strictly (`make_converter`); `InvalidParams` names what
     is wrong."""
-    return structure_params(_REQUESTS, params, cls)
+    return structure_params(_requests(), params, cls)
 
 
 def unstructure_params(params: Any) -> dict[str, Any]:
     """A params record -> its JSON object, leaving out every field that has its default."""
-    result: dict[str, Any] = _PARAMS_OUT.unstructure(params)
+    result: dict[str, Any] = _params_out().unstructure(params)
     return result
 
 
 def unstructure_result(result: Any) -> Any:
     """A result or notification record -> JSON: every field, in declaration order."""
-    return _RESULTS_OUT.unstructure(result)
+    return _results_out().unstructure(result)
 
 
 def structure_result(value: Any, cls: type[T]) -> T:
     """A result or notification from the server -> `cls`, leniently: fields `cls` does not
     know are ignored (a newer server may add some). Raises `InvalidResult`."""
     try:
-        return _RESULTS_IN.structure(value, cls)
+        return _results_in().structure(value, cls)
     except (cattrs.BaseValidationError, KeyError, TypeError, ValueError, binascii.Error) as exc:
         raise InvalidResult(f"{cls.__name__}: {exc!r}") from exc

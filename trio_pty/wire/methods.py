@@ -320,6 +320,7 @@ class SpawnParams(Params[SessionInfo]):
     cols: int = 80
     ready: Wait | None = None
     idle_timeout: float | None = None
+    name: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -346,6 +347,7 @@ class SpawnShellParams(Params[SessionInfo]):
     title: str | None = None
     notify_on_exit: bool = False
     idle_timeout: float | None = None
+    name: str | None = None
 
 
 @attrs.frozen(kw_only=True)
