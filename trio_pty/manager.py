@@ -182,6 +182,18 @@ class Manager(metaclass=_NoPublicConstructor):
         # one says so rather than only "not found" (bounded; ids are never reused).
         self._evicted: collections.OrderedDict[str, str] = collections.OrderedDict()
         self._admission = _Admission(limits, self._sessions, self._drain, remove=self._evict)
+        self._starts = _Starts(
+            limits,
+            spawner,
+            self._admission,
+            self._runners,
+            self._sessions,
+            stats=self.stats,
+            guard=self._guard,
+            table=self._table,
+            node_id=node_id,
+            on_change=self._drain.wake,
+        )
 
     # ------------------------------------------------------------------ queries
 
@@ -327,93 +339,8 @@ class Manager(metaclass=_NoPublicConstructor):
         shell: ShellStart | None = None,
         tenant: Tenant = EVERYONE,
     ) -> SessionInfo:
-        """`_start` counted and logged: "started", or the kind of the error that refused it
-        (a wrong option too: the options are checked here, once)."""
-        try:
-            info = await self._start(requested.checked(self.limits), ready, shell, tenant)
-        except errors.PtyError as exc:
-            self.stats.spawns[exc.kind] += 1
-            log.info(
-                "spawn refused (%s): %s",
-                exc.kind,
-                exc.message,
-                extra=event("spawn_refused", owner=requested.owner, kind=exc.kind),
-            )
-            raise
-        self.stats.spawns["started"] += 1
-        return info
-
-    async def _start(
-        self, options: SpawnOptions, ready: Wait | None, shell: ShellStart | None, tenant: Tenant
-    ) -> SessionInfo:
-        """A quota slot, then the workdir and the rules (Spawner), then the session's task;
-        for a shell session (`shell`) with its startup files and its tracker."""
-        ready_pattern = pages.check_wait(ready, self.limits, shell=shell is not None)
-        self._spawner.check_env(options)
-        self._check_name_free(options)
-        reservation = await self._admission.reserve_or_wait(options.owner, tenant)
-        try:
-            async with self._spawner.workdir(options) as handle:
-                self._admission.check(options.owner)
-                session = self._new_session(options, handle.path)
-                if shell is not None:
-                    session.shell = shell.tracker(session.output)
-                child_env, argv = self._spawner.launch(options, session.id, handle.path, shell)
-                await self._launch(session, child_env, handle.fd, argv, reservation)
-        except OSError as exc:  # out of descriptors (workdir handle, openpty) or memory
-            raise spawn.spawn_failed(options.command, exc) from None
-        finally:
-            reservation.release()
-        return await until_ready(session, ready, ready_pattern, self.limits)
-
-    async def _launch(
-        self,
-        session: Session,
-        child_env: dict[str, str],
-        cwd_fd: int,
-        argv: builtins.list[str],
-        reservation: _Reservation,
-    ) -> None:
-        """Start the session's runner; it registers the session as it starts."""
-
-        def register() -> None:
-            # Runs in the session task right before it reports started: no await
-            # separates taking the registry slot from giving the reservation back.
-            self._admission.check_accepting(session.owner)
-            self._check_name_free(session)
-            self._sessions[session.id] = session
-            reservation.release()
-            self._guard.started(session.id, session.owner, session.pid)
-
-        await self._runners.launch(session, child_env, cwd_fd, argv, register)
-
-    def _check_name_free(self, wanted: SpawnOptions | Session) -> None:
-        """A name is unique among the owner's running sessions (an ended one gives it up)."""
-        if wanted.name is None:
-            return
-        for other in self._sessions.values():
-            if other.owner == wanted.owner and other.name == wanted.name and not other.ended:
-                raise errors.InvalidInput(
-                    "name", f"{other.id} of this owner is running under the name {wanted.name!r}"
-                )
-
-    def _new_session(self, options: SpawnOptions, workdir: str) -> Session:
-        # With a node id, ids say which host holds the session: pty_<node>_<8 hex>.
-        prefix = "pty_" if self.node_id is None else f"pty_{self.node_id}_"
-        while True:
-            session_id = prefix + secrets.token_hex(4)
-            if session_id not in self._sessions:
-                break
-        return Session(
-            session_id=session_id,
-            options=options,
-            workdir=workdir,
-            limits=self.limits,
-            manager_id=self.id,
-            table=self._table,
-            on_change=self._drain.wake,
-            shutdown_moment=self._runners.shutdown_moment,
-        )
+        """Start a session (`_Starts.spawn`)."""
+        return await self._starts.spawn(requested, ready, shell=shell, tenant=tenant)
 
     def _evict(self, session: Session) -> None:
         """Remove an ended session to make room, remembering that it was."""
@@ -815,6 +742,134 @@ def _env_allow(authorizer: Authorizer | None, names: Sequence[str] | None) -> En
     if names is None and (authorizer is None or isinstance(authorizer, AllowAll)):
         return None
     return EnvAllowList(names or ())
+
+
+class _Starts:
+    """How a session starts: the spawn counted and logged, its options checked once, a
+    quota slot, the workdir and the rules (Spawner), a unique name, then the session's
+    runner, which registers it."""
+
+    def __init__(
+        self,
+        limits: Limits,
+        spawner: Spawner,
+        admission: _Admission,
+        runners: _Runners,
+        sessions: dict[str, Session],
+        *,
+        stats: ManagerStats,
+        guard: Guard,
+        table: reap.ProcessTable,
+        node_id: str | None,
+        on_change: Callable[[], None],
+    ) -> None:
+        self._limits = limits
+        self._spawner = spawner
+        self._admission = admission
+        self._runners = runners
+        self._sessions = sessions
+        self._stats = stats
+        self._guard = guard
+        self._table = table
+        self._node_id = node_id
+        self._manager_id = spawner.manager_id
+        self._on_change = on_change
+
+    async def spawn(
+        self,
+        requested: SpawnOptions,
+        ready: Wait | None,
+        *,
+        shell: ShellStart | None = None,
+        tenant: Tenant = EVERYONE,
+    ) -> SessionInfo:
+        """`_start` counted and logged: "started", or the kind of the error that refused it
+        (a wrong option too: the options are checked here, once)."""
+        try:
+            info = await self._start(requested.checked(self._limits), ready, shell, tenant)
+        except errors.PtyError as exc:
+            self._stats.spawns[exc.kind] += 1
+            log.info(
+                "spawn refused (%s): %s",
+                exc.kind,
+                exc.message,
+                extra=event("spawn_refused", owner=requested.owner, kind=exc.kind),
+            )
+            raise
+        self._stats.spawns["started"] += 1
+        return info
+
+    async def _start(
+        self, options: SpawnOptions, ready: Wait | None, shell: ShellStart | None, tenant: Tenant
+    ) -> SessionInfo:
+        """A quota slot, then the workdir and the rules (Spawner), then the session's task;
+        for a shell session (`shell`) with its startup files and its tracker."""
+        ready_pattern = pages.check_wait(ready, self._limits, shell=shell is not None)
+        self._spawner.check_env(options)
+        self.check_name_free(options)
+        reservation = await self._admission.reserve_or_wait(options.owner, tenant)
+        try:
+            async with self._spawner.workdir(options) as handle:
+                self._admission.check(options.owner)
+                session = self._new_session(options, handle.path)
+                if shell is not None:
+                    session.shell = shell.tracker(session.output)
+                child_env, argv = self._spawner.launch(options, session.id, handle.path, shell)
+                await self._launch(session, child_env, handle.fd, argv, reservation)
+        except OSError as exc:  # out of descriptors (workdir handle, openpty) or memory
+            raise spawn.spawn_failed(options.command, exc) from None
+        finally:
+            reservation.release()
+        return await until_ready(session, ready, ready_pattern, self._limits)
+
+    async def _launch(
+        self,
+        session: Session,
+        child_env: dict[str, str],
+        cwd_fd: int,
+        argv: builtins.list[str],
+        reservation: _Reservation,
+    ) -> None:
+        """Start the session's runner; it registers the session as it starts."""
+
+        def register() -> None:
+            # Runs in the session task right before it reports started: no await
+            # separates taking the registry slot from giving the reservation back.
+            self._admission.check_accepting(session.owner)
+            self.check_name_free(session)
+            self._sessions[session.id] = session
+            reservation.release()
+            self._guard.started(session.id, session.owner, session.pid)
+
+        await self._runners.launch(session, child_env, cwd_fd, argv, register)
+
+    def check_name_free(self, wanted: SpawnOptions | Session) -> None:
+        """A name is unique among the owner's running sessions (an ended one gives it up)."""
+        if wanted.name is None:
+            return
+        for other in self._sessions.values():
+            if other.owner == wanted.owner and other.name == wanted.name and not other.ended:
+                raise errors.InvalidInput(
+                    "name", f"{other.id} of this owner is running under the name {wanted.name!r}"
+                )
+
+    def _new_session(self, options: SpawnOptions, workdir: str) -> Session:
+        # With a node id, ids say which host holds the session: pty_<node>_<8 hex>.
+        prefix = "pty_" if self._node_id is None else f"pty_{self._node_id}_"
+        while True:
+            session_id = prefix + secrets.token_hex(4)
+            if session_id not in self._sessions:
+                break
+        return Session(
+            session_id=session_id,
+            options=options,
+            workdir=workdir,
+            limits=self._limits,
+            manager_id=self._manager_id,
+            table=self._table,
+            on_change=self._on_change,
+            shutdown_moment=self._runners.shutdown_moment,
+        )
 
 
 class _Runners:
