@@ -364,6 +364,9 @@ async def test_attach_before_any_output_then_detach() -> None:
                 "data": "",
                 "gap": False,
                 "next_offset": 0,
+                "drawn": False,
+                "rows": None,
+                "cols": None,
             }
             await rpc(ws, 3, "pty.write", {"id": session_id, "data": "ping\n"})
             data = b""
