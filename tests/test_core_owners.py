@@ -171,9 +171,10 @@ async def test_delete_owner_reaps_everything_and_refuses_later_spawns() -> None:
                     await trio.sleep(0.005)
             elapsed = trio.current_time() - start
             assert removed == [6]
-            # No SIGKILL before the grace; and far from six graces (a sanity bound: the
-            # concurrency itself is checked above, whatever the machine's load).
-            assert limits.terminate_grace <= elapsed < 3 * limits.terminate_grace, elapsed
+            # No SIGKILL before the grace; and less than six graces, one after another (a
+            # sanity bound: the concurrency itself is checked above, whatever the machine's
+            # load; 3 graces were exceeded once beside other test runs, 1.67 s).
+            assert limits.terminate_grace <= elapsed < 6 * limits.terminate_grace, elapsed
             assert manager.list("chat") == []
             assert all(not alive(info.pid) for info in doomed)
             assert all(tagged_processes(manager, info.id) == [] for info in doomed)
