@@ -46,9 +46,11 @@ async def run(
     timeout_ms: int | None,
     limits: Limits,
     approve: Approve | None,
+    by: str = "",
 ) -> CommandResult:
     """`Manager.run`: type `command` at the prompt, wait for its end (or the timeout, or the
-    session's end) and the prompt after it, and describe what it did."""
+    session's end) and the prompt after it, and describe what it did. `by` names the token
+    that sent it (its record's, for the audit log)."""
     marks = shell_of(session)
     text = command_text(command, limits)
     wait_ms = (
@@ -58,7 +60,7 @@ async def run(
     )
     session = await _until_idle(session, marks, text, wait_ms, approve)
     raw = keystrokes(text, paste=marks.paste_enabled())
-    record = marks.submit(_cut(text, limits))
+    record = marks.submit(_cut(text, limits), by=by)
     session.command_submitted()
     try:
         # No checkpoint after the keys: waiting for the end below is one.

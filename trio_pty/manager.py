@@ -29,6 +29,7 @@ import trio
 
 from . import commands, errors, terminal
 from .attachment import Attachment
+from .audit import Audit
 from .guard import Guard, reap_predecessors
 from .limits import Limits
 from .logs import event
@@ -57,6 +58,7 @@ from .policy.environment import EnvAllowList, EnvMode, filtered_base
 from .posix import libc, proc, reap, spawn
 from .posix.sandbox import Sandbox
 from .session import ExitCallback, Session
+from .shell.history import CommandRecord
 from .spawning import ShellStart, Spawner, SpawnOptions, until_first_prompt, until_ready
 
 log = logging.getLogger("trio_pty")
@@ -150,8 +152,10 @@ class Manager(metaclass=_NoPublicConstructor):
         on_exit: ExitCallback | None,
         state_dir: str | None = None,
         node_id: str | None = None,
+        audit: Audit | None = None,
     ) -> None:
         self.limits = limits = spawner.limits
+        self.audit = audit
         self.id = spawner.manager_id
         self.node_id = node_id
         self.stats = ManagerStats()
@@ -330,7 +334,48 @@ class Manager(metaclass=_NoPublicConstructor):
             )
             raise
         self.stats.spawns["started"] += 1
+        self._audit(
+            "spawn",
+            tenant,
+            id=info.id,
+            owner=info.owner,
+            command=info.command,
+            args=info.args,
+            workdir=info.workdir,
+            env_keys=sorted(requested.env or ()),  # names only: values may be secrets
+        )
         return info
+
+    def _audit(self, name: str, tenant: Tenant, **fields: Any) -> None:
+        """An audit log entry (when there is an audit log), with the token's name."""
+        if self.audit is not None:
+            self.audit.emit(name, token=tenant.name, **fields)
+
+    def _audit_commands(self, session: Session, tenant: Tenant) -> None:
+        """Each command of a shell session, once it ends, into the audit log: a typed one
+        under the name of the token that started the session, one sent by `run` under the
+        name of the token that sent it."""
+        if self.audit is None or session.shell is None:
+            return
+        tracker = session.shell
+
+        def ended(record: CommandRecord) -> None:
+            by = record.by if record.source == "run" else tenant.name
+            self._audit(
+                "command",
+                Tenant(by),
+                id=session.id,
+                owner=session.owner,
+                number=record.number,
+                command=record.command,
+                source=record.source,
+                state=record.state,
+                exit_code=record.exit_code,
+                cwd=record.cwd,
+                duration_ms=tracker.duration_ms(record),
+            )
+
+        tracker.on_end = ended
 
     async def _start(
         self, options: SpawnOptions, ready: Wait | None, shell: ShellStart | None, tenant: Tenant
@@ -346,6 +391,7 @@ class Manager(metaclass=_NoPublicConstructor):
                 session = self._new_session(options, handle.path)
                 if shell is not None:
                     session.shell = shell.tracker(session.output)
+                    self._audit_commands(session, tenant)
                 child_env, argv = self._spawner.launch(options, session.id, handle.path, shell)
                 await self._launch(session, child_env, handle.fd, argv, reservation)
         except OSError as exc:  # out of descriptors (workdir handle, openpty) or memory
@@ -415,6 +461,7 @@ class Manager(metaclass=_NoPublicConstructor):
         owner: str = "default",
         escapes: bool = False,
         wait: Wait | None = None,
+        tenant: Tenant = EVERYONE,
     ) -> WriteResult:
         """Type `data` into the session's terminal (UTF-8; with `escapes`, `\\x03` is
         Ctrl-C and `\\e[A` an arrow key). Writes to one session go in arrival order; a
@@ -427,6 +474,7 @@ class Manager(metaclass=_NoPublicConstructor):
             self._authorizer, command=session.command, data=raw, owner=owner, session_id=session.id
         )
         session = self._session(session_id, owner)  # approval may have taken a while
+        self._audit("write", tenant, id=session.id, owner=owner, size=len(raw), source="write")
         return await terminal.write(session, raw, wait, pattern, self.limits)
 
     async def read(
@@ -516,6 +564,7 @@ class Manager(metaclass=_NoPublicConstructor):
         *,
         owner: str = "default",
         timeout_ms: int | None = None,
+        tenant: Tenant = EVERYONE,
     ) -> CommandResult:
         """Run `command` (multi-line allowed) in a shell session and return when the shell
         reports its end ("exited", with its exit code), when `timeout_ms` passes ("timeout":
@@ -537,7 +586,12 @@ class Manager(metaclass=_NoPublicConstructor):
         # AllowAll allows all without a request.
         rules = approve if type(self._authorizer) is not AllowAll else None
         return await commands.run(
-            session, command, timeout_ms=timeout_ms, limits=self.limits, approve=rules
+            session,
+            command,
+            timeout_ms=timeout_ms,
+            limits=self.limits,
+            approve=rules,
+            by=tenant.name,
         )
 
     def commands(
@@ -593,15 +647,24 @@ class Manager(metaclass=_NoPublicConstructor):
         return OutputChunk(offset=next_offset - len(data), data=data, gap=gap)
 
     async def resize(
-        self, session_id: str, *, owner: str = "default", rows: int, cols: int
+        self,
+        session_id: str,
+        *,
+        owner: str = "default",
+        rows: int,
+        cols: int,
+        tenant: Tenant = EVERYONE,
     ) -> SessionInfo:
         """Set the window size; the foreground process gets SIGWINCH. Last resize wins."""
         session = self._session(session_id, owner)
         rows, cols = validate.window(rows, cols, self.limits)
+        self._audit("resize", tenant, id=session.id, owner=owner, rows=rows, cols=cols)
         session.resize(rows, cols)
         return session.info()
 
-    async def signal(self, session_id: str, signal: str, *, owner: str = "default") -> SignalResult:
+    async def signal(
+        self, session_id: str, signal: str, *, owner: str = "default", tenant: Tenant = EVERYONE
+    ) -> SignalResult:
         """Send `signal` ("INT", "SIGTERM", "hup": as `kill -l` names them) to the
         program in front: the terminal's foreground process group, which a key such as
         Ctrl-C reaches (in a shell session, the running command, not the shell). Like
@@ -609,6 +672,7 @@ class Manager(metaclass=_NoPublicConstructor):
         session = self._session(session_id, owner)
         number, name = validate.signal_name(signal)
         pids = await terminal.signal(session, number)
+        self._audit("signal", tenant, id=session.id, owner=owner, signal=name, pids=len(pids))
         return SignalResult(id=session.id, signal=name, pids=pids)
 
     @asynccontextmanager
@@ -654,7 +718,12 @@ class Manager(metaclass=_NoPublicConstructor):
     # ------------------------------------------------------------------ ending sessions
 
     async def kill(
-        self, session_id: str, *, owner: str = "default", cleanup: bool = False
+        self,
+        session_id: str,
+        *,
+        owner: str = "default",
+        cleanup: bool = False,
+        tenant: Tenant = EVERYONE,
     ) -> SessionInfo:
         """Kill the session and wait until nothing of it remains; keep its output unless
         `cleanup`."""
@@ -668,7 +737,18 @@ class Manager(metaclass=_NoPublicConstructor):
         await session.kill()
         if cleanup:
             self._remove(session)
-        return session.info()
+        info = session.info()
+        self._audit(
+            "kill",
+            tenant,
+            id=session.id,
+            owner=owner,
+            cleanup=cleanup,
+            status=info.status,
+            exit_code=info.exit_code,
+            exit_signal=info.exit_signal,
+        )
+        return info
 
     async def delete_owner(self, owner: str, *, tenant: Tenant = EVERYONE) -> int:
         """Forget an owner: refuse its future spawns, then reap and remove all its sessions.
@@ -682,6 +762,7 @@ class Manager(metaclass=_NoPublicConstructor):
                 nursery.start_soon(session.kill)
         for session in sessions:
             self._remove(session)
+        self._audit("delete", tenant, owner=owner, removed=len(sessions))
         return len(sessions)
 
     # ------------------------------------------------------------------ draining
@@ -697,13 +778,17 @@ class Manager(metaclass=_NoPublicConstructor):
     def drain_status(self) -> DrainStatus:
         return self._drain.status()
 
-    async def drain(self, deadline_s: float | None = None) -> DrainStatus:
+    async def drain(
+        self, deadline_s: float | None = None, *, tenant: Tenant = EVERYONE
+    ) -> DrainStatus:
         """Begin a drain (what a rolling update needs): from now on new sessions are refused
         with `Draining`; running ones go on until they end or `deadline_s` passes (default
         `limits.drain_timeout`), which `wait_drained` waits for. Everything else (reads,
         writes, kills) works as before. A drain already under way keeps the earlier of the
         two deadlines: a later call can bring it forward, never push it back."""
-        return self._drain.begin(deadline_s)
+        status = self._drain.begin(deadline_s)
+        self._audit("drain", tenant, deadline_s=deadline_s, running=status.running)
+        return status
 
     async def wait_drained(self) -> None:
         """Until a drain has begun and then no session runs or is being killed (and no spawn
@@ -1273,6 +1358,7 @@ async def open_manager(
     subreaper: bool = True,
     state_dir: str | os.PathLike[str] | None = None,
     node_id: str | None = None,
+    audit: Audit | None = None,
 ) -> AsyncIterator[Manager]:
     """Run a manager for the duration of the block. Leaving or cancelling the block tears
     every session down concurrently, bounded by `limits.close_timeout`.
@@ -1292,6 +1378,10 @@ async def open_manager(
 
     `node_id` (a DNS label, docs/deploy.md) makes session ids `pty_<node_id>_<8 hex>`, so a
     client can tell which host holds a session.
+
+    `audit` (an `Audit` over a file) records who spawned what, each shell command, writes
+    (their size), signals, resizes, kills, deletions and drains (docs/security.md); its
+    file is opened here (OSError when it cannot be) and written by a task of the manager.
     """
     libc.require_spawn_support()  # every spawn would fail: refuse now, naming what is missing
     limits = limits or Limits()
@@ -1300,6 +1390,8 @@ async def open_manager(
     state = os.fspath(state_dir) if state_dir is not None else None
     if state is not None:
         await reap_predecessors(state, limits)
+    if audit is not None:
+        audit.open()
     if subreaper:
         _acquire_subreaper()
     manager: Manager | None = None
@@ -1318,8 +1410,10 @@ async def open_manager(
                 sandbox=sandbox,
             )
             manager = Manager._create(
-                nursery, spawner, on_exit=on_exit, state_dir=state, node_id=node_id
+                nursery, spawner, on_exit=on_exit, state_dir=state, node_id=node_id, audit=audit
             )
+            if audit is not None:
+                nursery.start_soon(audit.run)
             await manager._runners.start(reap_orphans=subreaper)
             try:
                 yield manager
@@ -1332,3 +1426,5 @@ async def open_manager(
         finally:
             if subreaper:
                 _release_subreaper()
+            if audit is not None:
+                audit.close()  # its task closes it; not if the manager failed to start

@@ -48,6 +48,7 @@ class CommandRecord:
     """One command of a shell session. Offsets are absolute byte offsets of the output."""
 
     __slots__ = (
+        "by",
         "command",
         "cwd",
         "ended_clock",
@@ -75,6 +76,7 @@ class CommandRecord:
         self.ended_clock: float | None = None
         self.output_start: int | None = None  # just past C; None until the shell ran it
         self.output_end: int | None = None  # where its output ended; None while running
+        self.by = ""  # the name of the token that sent it with `run` (for the audit log)
 
     @property
     def ended(self) -> bool:
@@ -104,6 +106,7 @@ class ShellTracker:
         "at_prompt",
         "cwd",
         "name",
+        "on_end",
         "prompts",
     )
 
@@ -140,6 +143,8 @@ class ShellTracker:
         self._max_escape_length = max_escape_length
         self._clock = clock
         self._wall = wall
+        # Told of each command as it ends (the audit log); it must not raise or wait.
+        self.on_end: Callable[[CommandRecord], None] | None = None
 
     # ------------------------------------------------------------------ the reader's side
 
@@ -222,6 +227,8 @@ class ShellTracker:
         record.ended_clock = self._clock()
         if self._current is record:
             self._current = None
+        if self.on_end is not None:
+            self.on_end(record)
 
     # ------------------------------------------------------------------ run's side
 
@@ -230,11 +237,13 @@ class ShellTracker:
         """The command the shell is running (or was given and has not started yet)."""
         return self._current
 
-    def submit(self, command: str) -> CommandRecord:
-        """Record a command about to be written to the shell; nothing may be running."""
+    def submit(self, command: str, *, by: str = "") -> CommandRecord:
+        """Record a command about to be written to the shell (by token `by`); nothing may be
+        running."""
         if self._current is not None:
             raise RuntimeError("a command is already running")
         record = self._new_record(command, "run")
+        record.by = by
         self.at_prompt = False
         return record
 
