@@ -13,6 +13,8 @@ import json
 import logging
 import os
 import stat
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -164,15 +166,73 @@ async def test_a_full_disk_never_holds_up_a_session_and_the_drops_are_counted(
     assert len(warnings) == 1 and "No space left on device" in warnings[0].getMessage()
 
 
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 16 KiB tmpfs (root only: skipped where mounting is not allowed)."""
+    where = tmp_path / "tmpfs"
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16k,mode=0700", "tmpfs", str(where)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=True)
+
+
+async def test_a_small_tmpfs_fills_up_and_sessions_go_on(
+    small_tmpfs: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The log fills a 16 KiB tmpfs while a session floods: the flood is read to its end,
+    the writes keep being answered, the entries past the full disk are counted drops (in
+    the metrics too), and the lines in the file are whole entries, a torn last one aside."""
+    log = small_tmpfs / "audit.jsonl"
+    audit = Audit(log)
+    caplog.set_level(logging.WARNING, logger="trio_pty.audit")
+    flood = 20_000_000
+    writes = 400  # about 150 bytes an entry: 60 KB, four times the disk
+    with trio.fail_after(60):
+        async with (
+            trio_pty.open_manager(Limits(), audit=audit) as manager,
+            open_server(manager, ServerOptions(token=TOKEN, port=0)) as server,
+        ):
+            info = await manager.spawn(
+                "sh", ["-c", f"head -c {flood} /dev/zero"], description="flood"
+            )
+            cat = await manager.spawn("cat", description="writes")
+            for _ in range(writes):
+                await manager.write(cat.id, "x")
+            ended = await manager.wait_exit(info.id)
+            assert ended.exit_code == 0 and manager.get(info.id).byte_count == flood
+            await poll_until(lambda: audit.written + audit.dropped == writes + 2)
+            (family,) = [
+                f for f in server.metric_families() if f.name == "trio_pty_audit_entries_total"
+            ]
+            counted = {dict(sample.labels)["outcome"]: sample.value for sample in family.samples}
+            assert counted == {"written": audit.written, "dropped": audit.dropped}
+    assert audit.written > 50 and audit.dropped > writes / 2
+    lines = log.read_bytes().split(b"\n")
+    whole = [json.loads(line) for line in lines[:-1]]
+    assert len(whole) == audit.written and whole[0]["event"] == "spawn"
+    warnings = [r for r in caplog.records if getattr(r, "event", None) == "audit_dropped"]
+    assert len(warnings) == 1
+
+
 async def test_a_full_queue_drops_instead_of_waiting(tmp_path: Path) -> None:
     """Before the writer runs, the queue takes `queue` entries and drops the rest, at once."""
     audit = Audit(tmp_path / "audit.jsonl", queue=3)
     for number in range(10):
         audit.emit("write", size=number)
     assert audit.dropped == 7
-    audit.open()
-    with trio.move_on_after(0.5):  # write what is queued, then wait for more: cancel that
-        await audit.run()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(audit.run)
+            await poll_until(lambda: audit.written == 3)
+            nursery.cancel_scope.cancel()  # it waits for more
     assert [e["size"] for e in entries(tmp_path / "audit.jsonl")] == [0, 1, 2]
     assert audit.written == 3
 

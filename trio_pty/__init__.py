@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         SpawnFailed,
         WriteTimeout,
     )
+    from .audit import Audit
     from .limits import Limits
     from .manager import Manager, Tenant, open_manager
     from .model import (
@@ -103,10 +104,12 @@ _EXPORTS: Final[dict[str, str]] = {
     "BubblewrapSandbox": ".posix.sandbox",
     "Sandbox": ".posix.sandbox",
     "Attachment": ".attachment",
+    "Audit": ".audit",
 }
 
 __all__ = [
     "Attachment",
+    "Audit",
     "Authorizer",
     "BubblewrapSandbox",
     "Busy",
