@@ -24,6 +24,7 @@ import trio
 import trio_pty
 from trio_pty import Limits
 from trio_pty.audit import Audit
+from trio_pty.manager import Tenant
 from trio_pty.rpc.config import ConfigError, ServeFlags, parse_config
 from trio_pty.server.serve import compose
 from trio_pty.server.server import ServerOptions, open_server
@@ -111,6 +112,24 @@ async def test_twenty_commands_are_each_on_the_record_with_the_token_that_ran_th
     for secret in (SECRET, TOKEN, CI):
         assert secret not in text
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
+
+
+async def test_a_typed_command_is_on_the_record_under_the_token_that_typed_it(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "audit.jsonl"
+    with trio.fail_after(30):
+        async with trio_pty.open_manager(Limits(), root=str(tmp_path), audit=Audit(log)) as manager:
+            info = await manager.spawn_shell(
+                description="typed", shell="bash", rc=False, tenant=Tenant("alice")
+            )
+            await manager.write(info.id, "(exit 3)\n", tenant=Tenant("bob"))
+            await poll_until(lambda: len(commands_in(log)) == 1)
+            await manager.kill(info.id)
+    (spawn, write, command, kill) = entries(log)
+    assert (spawn["token"], write["token"], kill["token"]) == ("alice", "bob", "")
+    assert (command["token"], command["source"], command["command"]) == ("bob", "typed", "(exit 3)")
+    assert (command["exit_code"], command["cwd"]) == (3, str(tmp_path))
 
 
 async def test_writes_signals_resizes_deletes_and_drains_are_recorded_without_content(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from . import errors
     from .attachment import Attachment
+    from .audit import Audit
     from .errors import (
         Busy,
         Draining,
@@ -28,7 +29,6 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         SpawnFailed,
         WriteTimeout,
     )
-    from .audit import Audit
     from .limits import Limits
     from .manager import Manager, Tenant, open_manager
     from .model import (

@@ -352,18 +352,18 @@ class Manager(metaclass=_NoPublicConstructor):
             self.audit.emit(name, token=tenant.name, **fields)
 
     def _audit_commands(self, session: Session, tenant: Tenant) -> None:
-        """Each command of a shell session, once it ends, into the audit log: a typed one
-        under the name of the token that started the session, one sent by `run` under the
-        name of the token that sent it."""
+        """Each command of a shell session, once it ends, into the audit log, under the name
+        of the token that sent it with `run`, or whose write typed it (before any write: the
+        token that started the session, whose startup files may run commands)."""
         if self.audit is None or session.shell is None:
             return
         tracker = session.shell
+        tracker.typed_by = tenant.name
 
         def ended(record: CommandRecord) -> None:
-            by = record.by if record.source == "run" else tenant.name
             self._audit(
                 "command",
-                Tenant(by),
+                Tenant(record.by),
                 id=session.id,
                 owner=session.owner,
                 number=record.number,
@@ -475,6 +475,8 @@ class Manager(metaclass=_NoPublicConstructor):
         )
         session = self._session(session_id, owner)  # approval may have taken a while
         self._audit("write", tenant, id=session.id, owner=owner, size=len(raw), source="write")
+        if session.shell is not None:
+            session.shell.typed_by = tenant.name
         return await terminal.write(session, raw, wait, pattern, self.limits)
 
     async def read(

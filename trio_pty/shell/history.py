@@ -76,7 +76,7 @@ class CommandRecord:
         self.ended_clock: float | None = None
         self.output_start: int | None = None  # just past C; None until the shell ran it
         self.output_end: int | None = None  # where its output ended; None while running
-        self.by = ""  # the name of the token that sent it with `run` (for the audit log)
+        self.by = ""  # the name of the token that sent or typed it (for the audit log)
 
     @property
     def ended(self) -> bool:
@@ -108,6 +108,7 @@ class ShellTracker:
         "name",
         "on_end",
         "prompts",
+        "typed_by",
     )
 
     def __init__(
@@ -145,6 +146,8 @@ class ShellTracker:
         self._wall = wall
         # Told of each command as it ends (the audit log); it must not raise or wait.
         self.on_end: Callable[[CommandRecord], None] | None = None
+        # The name of the token whose write last reached the shell: a typed command's `by`.
+        self.typed_by = ""
 
     # ------------------------------------------------------------------ the reader's side
 
@@ -201,6 +204,7 @@ class ShellTracker:
         if current is None:
             command = mark.command if mark.command is not None else self._echo(mark.start)
             current = self._new_record(command, "typed")
+            current.by = self.typed_by
         current.output_start = mark.end
         self.at_prompt = False
 
