@@ -9,12 +9,14 @@ and one warning says so.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 import stat
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +26,12 @@ import trio
 import trio_pty
 from trio_pty import Limits
 from trio_pty.audit import Audit
+from trio_pty.client.client import connect
 from trio_pty.manager import Tenant
 from trio_pty.rpc.config import ConfigError, ServeFlags, parse_config
-from trio_pty.server.serve import compose
+from trio_pty.server.serve import ServeSettings, compose, serve
 from trio_pty.server.server import ServerOptions, open_server
+from trio_pty.wire import SpawnParams
 
 from .helpers import poll_until
 from .rpc_support import open_ws, rpc
@@ -267,3 +271,36 @@ def test_serve_takes_the_audit_log_from_the_flag_over_the_file(tmp_path: Path) -
         compose(
             config, ServeFlags(audit_log=str(tmp_path / "missing" / "a")), token=TOKEN, environ={}
         )
+
+
+async def test_serve_writes_the_audit_log_it_is_given(tmp_path: Path) -> None:
+    """`serve` with `audit_log` (what --audit-log composes to) records a spawn over the
+    wire, by the server's own token (`server`), and the file is complete once it returns."""
+    log = tmp_path / "audit.jsonl"
+    fire = trio.Event()
+
+    async def trigger(
+        request_shutdown: Callable[[str], None],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        task_status.started()
+        await fire.wait()
+        request_shutdown("test over")
+
+    out = io.StringIO()
+    settings = ServeSettings(
+        server=ServerOptions(token=TOKEN, port=0), audit_log=str(log), limits=Limits()
+    )
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(serve, settings, shutdown_trigger=trigger, out=out))
+            while not out.getvalue().endswith("\n"):  # noqa: ASYNC110 - the URL line
+                await trio.sleep(0.01)
+            async with connect(out.getvalue().strip(), TOKEN) as client:
+                spawn = SpawnParams(command="true", args=["--x"], description="audited")
+                started = await client.request(spawn)
+            fire.set()
+    (entry,) = entries(log)
+    assert (entry["event"], entry["token"], entry["id"]) == ("spawn", "server", started.id)
+    assert (entry["command"], entry["args"]) == ("true", ["--x"])
