@@ -37,7 +37,8 @@ _BATCH: Final = 256
 
 class Audit:
     """An append-only JSON-lines file of audit entries (0600, created if missing), written
-    from a bounded queue. `open_manager(audit=Audit(path))` runs its writer."""
+    from a bounded queue. `open_manager(audit=Audit(path))` runs its writer; one manager,
+    once: when the writer has ended, every entry is a drop."""
 
     def __init__(self, path: str | os.PathLike[str], *, queue: int = DEFAULT_QUEUE) -> None:
         self.path = os.fspath(path)
