@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from . import errors
     from .attachment import Attachment
+    from .audit import Audit
     from .errors import (
         Busy,
         Draining,
@@ -103,10 +104,12 @@ _EXPORTS: Final[dict[str, str]] = {
     "BubblewrapSandbox": ".posix.sandbox",
     "Sandbox": ".posix.sandbox",
     "Attachment": ".attachment",
+    "Audit": ".audit",
 }
 
 __all__ = [
     "Attachment",
+    "Audit",
     "Authorizer",
     "BubblewrapSandbox",
     "Busy",

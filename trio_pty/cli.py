@@ -4,6 +4,7 @@
                    [--config FILE] [--allow-origin ORIGIN ...] [--allow-host HOST ...]
                    [--node-id NAME] [--log-level LEVEL] [--log-format text|json]
                    [--no-ui | --ui-assets DIR] [--state-dir DIR | --no-state-dir]
+                   [--audit-log FILE]
     trio-pty spawn | shell | list | read | write | send | run | commands | screen | wait
              | resize | read-raw | signal | kill | delete-owner | attach | info
              | drain   (the client)
@@ -154,6 +155,13 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "client can route a request to the host holding the session",
     )
     serve.add_argument(
+        "--audit-log",
+        default=None,
+        metavar="FILE",
+        help="append an audit log to FILE, one JSON object a line: who spawned what, each "
+        "shell command with its exit code, writes (their size), signals, kills (0600 if new)",
+    )
+    serve.add_argument(
         "--allow-origin",
         action="append",
         default=[],
@@ -302,6 +310,7 @@ def _flags(args: argparse.Namespace) -> ServeFlags:
         listen_fd=args.listen_fd,
         node_id=args.node_id,
         token_file=args.token_file,
+        audit_log=args.audit_log,
         state_dir=None if args.no_state_dir else (args.state_dir or _default_state_dir()),
     )
 

@@ -14,6 +14,7 @@ import attrs
 import trio
 
 from . import errors
+from .audit import Audit
 from .limits import Limits
 from .model import CommandInfo, CommandResult, Line, ReadPage, RunReason
 from .output import pages
@@ -46,9 +47,11 @@ async def run(
     timeout_ms: int | None,
     limits: Limits,
     approve: Approve | None,
+    by: str = "",
 ) -> CommandResult:
     """`Manager.run`: type `command` at the prompt, wait for its end (or the timeout, or the
-    session's end) and the prompt after it, and describe what it did."""
+    session's end) and the prompt after it, and describe what it did. `by` names the token
+    that sent it (its record's, for the audit log)."""
     marks = shell_of(session)
     text = command_text(command, limits)
     wait_ms = (
@@ -58,7 +61,7 @@ async def run(
     )
     session = await _until_idle(session, marks, text, wait_ms, approve)
     raw = keystrokes(text, paste=marks.paste_enabled())
-    record = marks.submit(_cut(text, limits))
+    record = marks.submit(_cut(text, limits), by=by)
     session.command_submitted()
     try:
         # No checkpoint after the keys: waiting for the end below is one.
@@ -227,3 +230,30 @@ def _span(session: Session, one: CommandRecord, limits: Limits) -> pages.Span:
         max_line_length=limits.max_line_length,
         max_escape_length=limits.max_escape_length,
     )
+
+
+def audit_commands(audit: Audit | None, session: Session, token: str) -> None:
+    """Each command of a shell session, once it ends, into the audit log, under the name of
+    the token that sent it with `run`, or whose write typed it (before any write: `token`,
+    which started the session, whose startup files may run commands)."""
+    tracker = session.shell
+    if audit is None or tracker is None:
+        return
+    tracker.typed_by = token
+
+    def ended(record: CommandRecord) -> None:
+        audit.emit(
+            "command",
+            token=record.by,
+            id=session.id,
+            owner=session.owner,
+            number=record.number,
+            command=record.command,
+            source=record.source,
+            state=record.state,
+            exit_code=record.exit_code,
+            cwd=record.cwd,
+            duration_ms=tracker.duration_ms(record),
+        )
+
+    tracker.on_end = ended

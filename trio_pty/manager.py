@@ -29,6 +29,7 @@ import trio
 
 from . import commands, errors, terminal
 from .attachment import Attachment
+from .audit import Audit
 from .guard import Guard, reap_predecessors
 from .limits import Limits
 from .logs import event
@@ -153,8 +154,10 @@ class Manager(metaclass=_NoPublicConstructor):
         on_exit: ExitCallback | None,
         state_dir: str | None = None,
         node_id: str | None = None,
+        audit: Audit | None = None,
     ) -> None:
         self.limits = limits = spawner.limits
+        self.audit = audit
         self.id = spawner.manager_id
         self.node_id = node_id
         self.stats = ManagerStats()
@@ -193,6 +196,7 @@ class Manager(metaclass=_NoPublicConstructor):
             table=self._table,
             node_id=node_id,
             on_change=self._drain.wake,
+            audit=audit,
         )
 
     # ------------------------------------------------------------------ queries
@@ -339,8 +343,24 @@ class Manager(metaclass=_NoPublicConstructor):
         shell: ShellStart | None = None,
         tenant: Tenant = EVERYONE,
     ) -> SessionInfo:
-        """Start a session (`_Starts.spawn`)."""
-        return await self._starts.spawn(requested, ready, shell=shell, tenant=tenant)
+        """Start a session (`_Starts.spawn`), into the audit log once it runs."""
+        info = await self._starts.spawn(requested, ready, shell=shell, tenant=tenant)
+        self._audit(
+            "spawn",
+            tenant,
+            id=info.id,
+            owner=info.owner,
+            command=info.command,
+            args=info.args,
+            workdir=info.workdir,
+            env_keys=sorted(requested.env or ()),  # names only: values may be secrets
+        )
+        return info
+
+    def _audit(self, name: str, tenant: Tenant, **fields: Any) -> None:
+        """An audit log entry (when there is an audit log), with the token's name."""
+        if self.audit is not None:
+            self.audit.emit(name, token=tenant.name, **fields)
 
     def _evict(self, session: Session) -> None:
         """Remove an ended session to make room, remembering that it was."""
@@ -372,6 +392,7 @@ class Manager(metaclass=_NoPublicConstructor):
         owner: str = "default",
         escapes: bool = False,
         wait: Wait | None = None,
+        tenant: Tenant = EVERYONE,
     ) -> WriteResult:
         """Type `data` into the session's terminal (UTF-8; with `escapes`, `\\x03` is
         Ctrl-C and `\\e[A` an arrow key). Writes to one session go in arrival order; a
@@ -384,6 +405,9 @@ class Manager(metaclass=_NoPublicConstructor):
             self._authorizer, command=session.command, data=raw, owner=owner, session_id=session.id
         )
         session = self._session(session_id, owner)  # approval may have taken a while
+        self._audit("write", tenant, id=session.id, owner=owner, size=len(raw), source="write")
+        if session.shell is not None:
+            session.shell.typed_by = tenant.name
         return await terminal.write(session, raw, wait, pattern, self.limits)
 
     async def read(
@@ -473,6 +497,7 @@ class Manager(metaclass=_NoPublicConstructor):
         *,
         owner: str = "default",
         timeout_ms: int | None = None,
+        tenant: Tenant = EVERYONE,
     ) -> CommandResult:
         """Run `command` (multi-line allowed) in a shell session and return when the shell
         reports its end ("exited", with its exit code), when `timeout_ms` passes ("timeout":
@@ -494,7 +519,12 @@ class Manager(metaclass=_NoPublicConstructor):
         # AllowAll allows all without a request.
         rules = approve if type(self._authorizer) is not AllowAll else None
         return await commands.run(
-            session, command, timeout_ms=timeout_ms, limits=self.limits, approve=rules
+            session,
+            command,
+            timeout_ms=timeout_ms,
+            limits=self.limits,
+            approve=rules,
+            by=tenant.name,
         )
 
     def commands(
@@ -550,15 +580,24 @@ class Manager(metaclass=_NoPublicConstructor):
         return OutputChunk(offset=next_offset - len(data), data=data, gap=gap)
 
     async def resize(
-        self, session_id: str, *, owner: str = "default", rows: int, cols: int
+        self,
+        session_id: str,
+        *,
+        owner: str = "default",
+        rows: int,
+        cols: int,
+        tenant: Tenant = EVERYONE,
     ) -> SessionInfo:
         """Set the window size; the foreground process gets SIGWINCH. Last resize wins."""
         session = self._session(session_id, owner)
         rows, cols = validate.window(rows, cols, self.limits)
+        self._audit("resize", tenant, id=session.id, owner=owner, rows=rows, cols=cols)
         session.resize(rows, cols)
         return session.info()
 
-    async def signal(self, session_id: str, signal: str, *, owner: str = "default") -> SignalResult:
+    async def signal(
+        self, session_id: str, signal: str, *, owner: str = "default", tenant: Tenant = EVERYONE
+    ) -> SignalResult:
         """Send `signal` ("INT", "SIGTERM", "hup": as `kill -l` names them) to the
         program in front: the terminal's foreground process group, which a key such as
         Ctrl-C reaches (in a shell session, the running command, not the shell). Like
@@ -566,6 +605,7 @@ class Manager(metaclass=_NoPublicConstructor):
         session = self._session(session_id, owner)
         number, name = validate.signal_name(signal)
         pids = await terminal.signal(session, number)
+        self._audit("signal", tenant, id=session.id, owner=owner, signal=name, pids=len(pids))
         return SignalResult(id=session.id, signal=name, pids=pids)
 
     @asynccontextmanager
@@ -611,7 +651,12 @@ class Manager(metaclass=_NoPublicConstructor):
     # ------------------------------------------------------------------ ending sessions
 
     async def kill(
-        self, session_id: str, *, owner: str = "default", cleanup: bool = False
+        self,
+        session_id: str,
+        *,
+        owner: str = "default",
+        cleanup: bool = False,
+        tenant: Tenant = EVERYONE,
     ) -> SessionInfo:
         """Kill the session and wait until nothing of it remains; keep its output unless
         `cleanup`."""
@@ -625,7 +670,18 @@ class Manager(metaclass=_NoPublicConstructor):
         await session.kill()
         if cleanup:
             self._remove(session)
-        return session.info()
+        info = session.info()
+        self._audit(
+            "kill",
+            tenant,
+            id=session.id,
+            owner=owner,
+            cleanup=cleanup,
+            status=info.status,
+            exit_code=info.exit_code,
+            exit_signal=info.exit_signal,
+        )
+        return info
 
     async def delete_owner(self, owner: str, *, tenant: Tenant = EVERYONE) -> int:
         """Forget an owner: refuse its future spawns, then reap and remove all its sessions.
@@ -639,6 +695,7 @@ class Manager(metaclass=_NoPublicConstructor):
                 nursery.start_soon(session.kill)
         for session in sessions:
             self._remove(session)
+        self._audit("delete", tenant, owner=owner, removed=len(sessions))
         return len(sessions)
 
     # ------------------------------------------------------------------ draining
@@ -654,13 +711,17 @@ class Manager(metaclass=_NoPublicConstructor):
     def drain_status(self) -> DrainStatus:
         return self._drain.status()
 
-    async def drain(self, deadline_s: float | None = None) -> DrainStatus:
+    async def drain(
+        self, deadline_s: float | None = None, *, tenant: Tenant = EVERYONE
+    ) -> DrainStatus:
         """Begin a drain (what a rolling update needs): from now on new sessions are refused
         with `Draining`; running ones go on until they end or `deadline_s` passes (default
         `limits.drain_timeout`), which `wait_drained` waits for. Everything else (reads,
         writes, kills) works as before. A drain already under way keeps the earlier of the
         two deadlines: a later call can bring it forward, never push it back."""
-        return self._drain.begin(deadline_s)
+        status = self._drain.begin(deadline_s)
+        self._audit("drain", tenant, deadline_s=deadline_s, running=status.running)
+        return status
 
     async def wait_drained(self) -> None:
         """Until a drain has begun and then no session runs or is being killed (and no spawn
@@ -762,6 +823,7 @@ class _Starts:
         table: reap.ProcessTable,
         node_id: str | None,
         on_change: Callable[[], None],
+        audit: Audit | None,
     ) -> None:
         self._limits = limits
         self._spawner = spawner
@@ -774,6 +836,7 @@ class _Starts:
         self._node_id = node_id
         self._manager_id = spawner.manager_id
         self._on_change = on_change
+        self._audit = audit
 
     async def spawn(
         self,
@@ -814,6 +877,7 @@ class _Starts:
                 session = self._new_session(options, handle.path)
                 if shell is not None:
                     session.shell = shell.tracker(session.output)
+                    commands.audit_commands(self._audit, session, tenant.name)
                 child_env, argv = self._spawner.launch(options, session.id, handle.path, shell)
                 await self._launch(session, child_env, handle.fd, argv, reservation)
         except OSError as exc:  # out of descriptors (workdir handle, openpty) or memory
@@ -1358,6 +1422,7 @@ async def open_manager(
     subreaper: bool = True,
     state_dir: str | os.PathLike[str] | None = None,
     node_id: str | None = None,
+    audit: Audit | None = None,
 ) -> AsyncIterator[Manager]:
     """Run a manager for the duration of the block. Leaving or cancelling the block tears
     every session down concurrently, bounded by `limits.close_timeout`.
@@ -1377,6 +1442,10 @@ async def open_manager(
 
     `node_id` (a DNS label, docs/deploy.md) makes session ids `pty_<node_id>_<8 hex>`, so a
     client can tell which host holds a session.
+
+    `audit` (an `Audit` over a file) records who spawned what, each shell command, writes
+    (their size), signals, resizes, kills, deletions and drains (docs/security.md); its
+    file is opened here (OSError when it cannot be) and written by a task of the manager.
     """
     libc.require_spawn_support()  # every spawn would fail: refuse now, naming what is missing
     limits = limits or Limits()
@@ -1385,6 +1454,8 @@ async def open_manager(
     state = os.fspath(state_dir) if state_dir is not None else None
     if state is not None:
         await reap_predecessors(state, limits)
+    if audit is not None:
+        audit.open()
     if subreaper:
         _acquire_subreaper()
     manager: Manager | None = None
@@ -1403,8 +1474,10 @@ async def open_manager(
                 sandbox=sandbox,
             )
             manager = Manager._create(
-                nursery, spawner, on_exit=on_exit, state_dir=state, node_id=node_id
+                nursery, spawner, on_exit=on_exit, state_dir=state, node_id=node_id, audit=audit
             )
+            if audit is not None:
+                nursery.start_soon(audit.run)
             await manager._runners.start(reap_orphans=subreaper)
             try:
                 yield manager
@@ -1417,3 +1490,5 @@ async def open_manager(
         finally:
             if subreaper:
                 _release_subreaper()
+            if audit is not None:
+                audit.close()  # its task closes it; not if the manager failed to start

@@ -146,6 +146,7 @@ class _File:
     env_allow: tuple[str, ...] | None = attrs.field(default=None, validator=_env_allow)
     allow_origins: tuple[str, ...] = ()
     allow_hosts: tuple[str, ...] = ()
+    audit_log: str | None = attrs.field(default=None, converter=_expand_path, validator=_non_empty)
     limits: Limits = attrs.Factory(Limits)
     permissions: Any = None  # RulesAuthorizer's rules: checked by RulesAuthorizer.from_config
     sandbox: SandboxConfig | None = None
@@ -169,6 +170,7 @@ class ServeConfig:
     port: int | None = None
     allow_origins: tuple[str, ...] = ()
     allow_hosts: tuple[str, ...] = ()
+    audit_log: str | None = None  # the audit log's file (docs/security.md)
 
 
 @attrs.frozen(kw_only=True)
@@ -184,6 +186,7 @@ class ServeFlags:
     node_id: str | None = None
     token_file: str | None = None
     state_dir: str | None = None
+    audit_log: str | None = None
 
 
 def with_flags(config: ServeConfig, flags: ServeFlags) -> ServeConfig:
@@ -196,6 +199,7 @@ def with_flags(config: ServeConfig, flags: ServeFlags) -> ServeConfig:
         port=flags.port if flags.port is not None else config.port,
         allow_origins=flags.allow_origins or config.allow_origins,
         allow_hosts=flags.allow_hosts or config.allow_hosts,
+        audit_log=flags.audit_log or config.audit_log,
     )
 
 
@@ -243,6 +247,7 @@ def parse_config(data: Mapping[str, Any], *, source: str = "config") -> ServeCon
         port=file.port,
         allow_origins=file.allow_origins,
         allow_hosts=file.allow_hosts,
+        audit_log=file.audit_log,
     )
 
 

@@ -12,7 +12,8 @@ connection state. The scope is checked before any handler runs (`RpcConnection.r
 handlers use it again only where a call reaches past the owner it names: `pty.list` with
 `all_owners` lists only the owners it sees; a spawn (and `owner.delete`) tells the manager
 whom it is for (`Tenant`: what it may evict, its own session bound, where its deletions are
-remembered); a named read cursor is kept per token.
+remembered), and so do the calls the audit log records (`run`, `write`, `kill`, `resize`,
+`signal`, `drain`: its entries name the token); a named read cursor is kept per token.
 """
 
 from __future__ import annotations
@@ -241,9 +242,9 @@ HANDLERS: Final[dict[str, Route[Any, Any]]] = {
     for route in (
         Route(SPAWN, call_manager(Manager.spawn, for_tenant=True)),
         Route(SPAWN_SHELL, call_manager(Manager.spawn_shell, for_tenant=True)),
-        Route(RUN, call_manager(Manager.run)),
+        Route(RUN, call_manager(Manager.run, for_tenant=True)),
         Route(COMMANDS, _commands),
-        Route(WRITE, call_manager(Manager.write)),
+        Route(WRITE, call_manager(Manager.write, for_tenant=True)),
         Route(READ, chooses_form=_read),
         Route(READ_RAW, _read_raw),
         Route(RECORD, _record),
@@ -251,13 +252,13 @@ HANDLERS: Final[dict[str, Route[Any, Any]]] = {
         Route(LIST, _list),
         Route(GET, _get),
         Route(EXEC, call_manager(Manager.exec, for_tenant=True)),
-        Route(KILL, call_manager(Manager.kill)),
-        Route(RESIZE, call_manager(Manager.resize)),
-        Route(SIGNAL, call_manager(Manager.signal)),
+        Route(KILL, call_manager(Manager.kill, for_tenant=True)),
+        Route(RESIZE, call_manager(Manager.resize, for_tenant=True)),
+        Route(SIGNAL, call_manager(Manager.signal, for_tenant=True)),
         Route(ATTACH, _attach),
         Route(DETACH, _detach),
         Route(OWNER_DELETE, _owner_delete),
         Route(SERVER_INFO, _server_info),
-        Route(DRAIN, call_manager(Manager.drain)),
+        Route(DRAIN, call_manager(Manager.drain, for_tenant=True)),
     )
 }

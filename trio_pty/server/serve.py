@@ -24,6 +24,7 @@ from typing import Protocol, TextIO
 import attrs
 import trio
 
+from trio_pty.audit import Audit
 from trio_pty.errors import InvalidInput
 from trio_pty.limits import Limits
 from trio_pty.logs import event
@@ -71,6 +72,7 @@ class ServeSettings:
     state_dir: str | None = None  # sessions recorded for reaping after a crash (docs/guarantees.md)
     node_id: str | None = None  # session ids pty_<node_id>_<hex> (docs/deploy.md)
     log_json: bool = False  # stderr carries JSON log lines only: log the page's URL too
+    audit_log: str | None = None  # the audit log's file (docs/security.md)
 
 
 def compose(
@@ -116,6 +118,7 @@ def compose(
     except ValueError as exc:  # two tokens alike
         raise ConfigError(str(exc)) from None
     _prepare_state_dir(flags.state_dir)
+    _check_audit_log(config.audit_log)
     return ServeSettings(
         server=options,
         limits=config.limits,
@@ -127,6 +130,7 @@ def compose(
         state_dir=flags.state_dir,
         node_id=node_id,
         log_json=log_json,
+        audit_log=config.audit_log,
     )
 
 
@@ -164,6 +168,16 @@ def _prepare_state_dir(state_dir: str | None) -> None:
         keeper.prepare(state_dir)
     except OSError as exc:
         raise ConfigError(f"state directory {state_dir}: {exc.strerror or exc}") from None
+
+
+def _check_audit_log(path: str | None) -> None:
+    """Refuse now an audit log that cannot be opened (created 0600 if missing)."""
+    if path is None:
+        return
+    try:
+        Audit(path).open_once()
+    except OSError as exc:
+        raise ConfigError(f"audit log {path}: {exc.strerror or exc}") from None
 
 
 class RequestShutdown(Protocol):
@@ -272,6 +286,7 @@ async def serve(
             env_allow=settings.env_allow,
             sandbox=settings.sandbox,
             node_id=settings.node_id,
+            audit=Audit(settings.audit_log) if settings.audit_log is not None else None,
         ) as manager:
             server: RpcServer = await root_nursery.start(partial(RpcServer(manager, options).run))
             shutdown.server = server

@@ -250,6 +250,17 @@ class RpcServer:
         output = manager.stats.removed_output_bytes + sum(info.byte_count for info in sessions)
         refusals = {kind: self.front.refusals[kind] for kind in REFUSAL_KINDS}
         node = manager.node_id or ""
+        audit = []
+        if manager.audit is not None:
+            written, dropped = manager.audit.written, manager.audit.dropped
+            audit.append(
+                Family.of(
+                    "trio_pty_audit_entries_total",
+                    "counter",
+                    "Audit log entries (--audit-log): written, or dropped (a full disk or queue).",
+                    {(("outcome", "written"),): written, (("outcome", "dropped"),): dropped},
+                )
+            )
         return [
             Family.of(
                 "trio_pty_build_info",
@@ -295,6 +306,7 @@ class RpcServer:
                 "Connections and requests refused, by reason.",
                 {(("reason", kind),): count for kind, count in refusals.items()},
             ),
+            *audit,
         ]
 
     # -- accepting

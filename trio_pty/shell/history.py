@@ -48,6 +48,7 @@ class CommandRecord:
     """One command of a shell session. Offsets are absolute byte offsets of the output."""
 
     __slots__ = (
+        "by",
         "command",
         "cwd",
         "ended_clock",
@@ -75,6 +76,7 @@ class CommandRecord:
         self.ended_clock: float | None = None
         self.output_start: int | None = None  # just past C; None until the shell ran it
         self.output_end: int | None = None  # where its output ended; None while running
+        self.by = ""  # the name of the token that sent or typed it (for the audit log)
 
     @property
     def ended(self) -> bool:
@@ -104,7 +106,9 @@ class ShellTracker:
         "at_prompt",
         "cwd",
         "name",
+        "on_end",
         "prompts",
+        "typed_by",
     )
 
     def __init__(
@@ -140,6 +144,10 @@ class ShellTracker:
         self._max_escape_length = max_escape_length
         self._clock = clock
         self._wall = wall
+        # Told of each command as it ends (the audit log); it must not raise or wait.
+        self.on_end: Callable[[CommandRecord], None] | None = None
+        # The name of the token whose write last reached the shell: a typed command's `by`.
+        self.typed_by = ""
 
     # ------------------------------------------------------------------ the reader's side
 
@@ -196,6 +204,7 @@ class ShellTracker:
         if current is None:
             command = mark.command if mark.command is not None else self._echo(mark.start)
             current = self._new_record(command, "typed")
+            current.by = self.typed_by
         current.output_start = mark.end
         self.at_prompt = False
 
@@ -222,6 +231,8 @@ class ShellTracker:
         record.ended_clock = self._clock()
         if self._current is record:
             self._current = None
+        if self.on_end is not None:
+            self.on_end(record)
 
     # ------------------------------------------------------------------ run's side
 
@@ -230,11 +241,13 @@ class ShellTracker:
         """The command the shell is running (or was given and has not started yet)."""
         return self._current
 
-    def submit(self, command: str) -> CommandRecord:
-        """Record a command about to be written to the shell; nothing may be running."""
+    def submit(self, command: str, *, by: str = "") -> CommandRecord:
+        """Record a command about to be written to the shell (by token `by`); nothing may be
+        running."""
         if self._current is not None:
             raise RuntimeError("a command is already running")
         record = self._new_record(command, "run")
+        record.by = by
         self.at_prompt = False
         return record
 
