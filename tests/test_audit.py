@@ -27,10 +27,10 @@ import trio_pty
 from trio_pty import Limits
 from trio_pty.audit import Audit
 from trio_pty.client.client import connect
-from trio_pty.manager import Tenant
 from trio_pty.rpc.config import ConfigError, ServeFlags, parse_config
 from trio_pty.server.serve import ServeSettings, compose, serve
 from trio_pty.server.server import ServerOptions, open_server
+from trio_pty.tenants import Tenant
 from trio_pty.wire import SpawnParams
 
 from .helpers import poll_until

@@ -87,8 +87,9 @@ from hypothesis.stateful import (
 
 import trio_pty
 from trio_pty import Limits, Wait, errors
-from trio_pty.manager import EVERYONE, Manager, Tenant
+from trio_pty.manager import Manager
 from trio_pty.model import ExitEvent, SessionInfo
+from trio_pty.tenants import EVERYONE, Tenant
 
 from . import leaks
 from .helpers import tagged_by_session, tagged_processes, wait_for_status, wait_for_text

@@ -23,11 +23,11 @@ from trio_websocket import WebSocketConnection
 import trio_pty
 from trio_pty import Limits
 from trio_pty.lifecycle import Lifecycle
-from trio_pty.manager import EVERYONE, Tenant
 from trio_pty.output.cursors import Cursor, ReadCursors
 from trio_pty.rpc.config import parse_config
 from trio_pty.rpc.tokens import ScopedToken
 from trio_pty.server.server import RpcServer, ServerOptions, open_server
+from trio_pty.tenants import EVERYONE, Tenant
 
 from .rpc_support import error_of, open_ws, raw_status, rpc, start_server
 

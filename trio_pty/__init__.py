@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         WriteTimeout,
     )
     from .limits import Limits
-    from .manager import Manager, Tenant, open_manager
+    from .manager import Manager, open_manager
     from .model import (
         CommandInfo,
         CommandResult,
@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from .policy.environment import EnvAllowList
     from .posix.hardening import harden_process, is_dumpable
     from .posix.sandbox import BubblewrapSandbox, Sandbox
+    from .tenants import Tenant
 
     __version__: str
 
@@ -76,7 +77,7 @@ _EXPORTS: Final[dict[str, str]] = {
     ),
     "Limits": ".limits",
     "Manager": ".manager",
-    "Tenant": ".manager",
+    "Tenant": ".tenants",
     "open_manager": ".manager",
     **dict.fromkeys(
         (

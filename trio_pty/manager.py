@@ -24,10 +24,9 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final, Literal, NoReturn, TypeVar
 
-import attrs
 import trio
 
-from . import commands, errors, terminal
+from . import commands, errors, oneshot, recording, terminal
 from .attachment import Attachment
 from .audit import Audit
 from .guard import Guard, reap_predecessors
@@ -39,7 +38,6 @@ from .model import (
     CommandResult,
     CompactPage,
     DrainStatus,
-    ExecResult,
     ExitEvent,
     OutputChunk,
     ReadPage,
@@ -59,6 +57,7 @@ from .posix import libc, proc, reap, spawn
 from .posix.sandbox import Sandbox
 from .session import ExitCallback, Session
 from .spawning import ShellStart, Spawner, SpawnOptions, until_first_prompt, until_ready
+from .tenants import EVERYONE, Tenant
 
 log = logging.getLogger("trio_pty")
 
@@ -67,27 +66,6 @@ _EVICTED_REMEMBERED: Final = 256
 
 T = TypeVar("T")
 
-
-def _every_owner(owner: str) -> bool:
-    return True
-
-
-@attrs.frozen
-class Tenant:
-    """Who asks for a session or an owner's deletion, as admission sees them: a server token's
-    scope reduced to what the manager needs (never the token itself).
-
-    A spawn evicts only ended sessions of owners it `sees`, and `max_sessions` (None: no
-    bound of its own) counts the sessions of those owners; the owners it deletes are
-    remembered under its `name`, so that deleting many owners pushes out only its own earlier
-    deletions. `EVERYONE`, the default, is the library's view and the server's own token's."""
-
-    name: str
-    sees: Callable[[str], bool] = _every_owner
-    max_sessions: int | None = None
-
-
-EVERYONE: Final = Tenant("")
 
 _subreaper_users = 0
 _subreaper_was_on = False
@@ -181,10 +159,7 @@ class Manager(metaclass=_NoPublicConstructor):
         self._screens = ScreenCache(limits.max_live_screens, limits.screen_idle_timeout)
         self._cursors = ReadCursors(limits.max_read_cursors, sessions=limits.max_sessions)
         self._drain = _Drain(limits, live=self._live)
-        # The ids of the last sessions evicted to make room, and their owners: a lookup of
-        # one says so rather than only "not found" (bounded; ids are never reused).
-        self._evicted: collections.OrderedDict[str, str] = collections.OrderedDict()
-        self._admission = _Admission(limits, self._sessions, self._drain, remove=self._evict)
+        self._admission = _Admission(limits, self._sessions, self._drain, remove=self._remove)
         self._starts = _Starts(
             limits,
             spawner,
@@ -228,7 +203,7 @@ class Manager(metaclass=_NoPublicConstructor):
         validate.owner(owner, self.limits)
         session = self._sessions.get(session_id) if isinstance(session_id, str) else None
         if session is None or session.owner != owner:
-            evicted = isinstance(session_id, str) and self._evicted.get(session_id) == owner
+            evicted = self._admission.evicted.get(str(session_id)) == owner
             raise errors.SessionNotFound(str(session_id), evicted=evicted)
         return session
 
@@ -361,13 +336,6 @@ class Manager(metaclass=_NoPublicConstructor):
         """An audit log entry (when there is an audit log), with the token's name."""
         if self.audit is not None:
             self.audit.emit(name, token=tenant.name, **fields)
-
-    def _evict(self, session: Session) -> None:
-        """Remove an ended session to make room, remembering that it was."""
-        self._evicted[session.id] = session.owner
-        while len(self._evicted) > _EVICTED_REMEMBERED:
-            self._evicted.popitem(last=False)
-        self._remove(session)
 
     def _remove(self, session: Session) -> None:
         if self._sessions.get(session.id) is session:
@@ -741,54 +709,13 @@ class Manager(metaclass=_NoPublicConstructor):
 
     # ------------------------------------------------------------------ one-shot commands
 
-    async def exec(
-        self,
-        command: str,
-        *,
-        owner: str = "default",
-        description: str | None = None,
-        shell: str | None = None,
-        workdir: str | None = None,
-        env: Mapping[str, str] | None = None,
-        rows: int = 24,
-        cols: int = 80,
-        timeout: float | None = None,
-        yield_ms: int | None = None,
-        tenant: Tenant = EVERYONE,
-    ) -> ExecResult:
-        """Run one command line the way a script runs (`bash -lc COMMAND`, or `shell`),
-        under a PTY of its own; return once it and what it left behind have ended, or after
-        `yield_ms` (default `limits.default_wait_ms`) with it still running. See
-        `trio_pty.oneshot`."""
-        from .oneshot import execute
-
-        return await execute(
-            self,
-            command,
-            owner=owner,
-            description=description,
-            shell=shell,
-            workdir=workdir,
-            env=env,
-            rows=rows,
-            cols=cols,
-            timeout=timeout,
-            yield_ms=yield_ms,
-            tenant=tenant,
-        )
+    # One command line run as a script, under a PTY of its own (trio_pty/oneshot.py).
+    exec = oneshot.execute
 
     # ------------------------------------------------------------------ recordings
 
-    async def recording(self, session_id: str, *, owner: str = "default", format: int = 3) -> str:
-        """The session (running or ended, while it is kept) as an asciicast, `format` 3
-        (the default) or 2, one JSON text a line: its retained output with the times it
-        arrived, its resizes, a shell session's commands as markers, its exit last (v3). After
-        the output ring rotated, it starts at the ring's first byte. See `trio_pty.recording`
-        and docs/output.md."""
-        from . import recording
-
-        session = self._session(session_id, owner)
-        return await recording.recording(session, recording.cast_version(format))
+    # The session as an asciicast (trio_pty/recording.py).
+    recording = recording.record
 
 
 def _only_cancelled(exc: BaseException) -> bool:
@@ -1204,6 +1131,9 @@ class _Admission:
         self._drain = drain
         self._remove = remove
         self.closing = False
+        # The ids of the last sessions evicted to make room, and their owners: a lookup of
+        # one says so rather than only "not found" (bounded; ids are never reused).
+        self.evicted: collections.OrderedDict[str, str] = collections.OrderedDict()
         # Deleted owners, the last few of each tenant: one tenant's flood of deletions
         # cannot push out another's.
         self._deleted: dict[str, collections.OrderedDict[str, None]] = {}
@@ -1319,6 +1249,9 @@ class _Admission:
             return False
         victim = min(ended, key=lambda s: s.created_at)
         log.info("evicting ended session %s of owner %s", victim.id, victim.owner)
+        self.evicted[victim.id] = victim.owner
+        while len(self.evicted) > _EVICTED_REMEMBERED:
+            self.evicted.popitem(last=False)
         self._remove(victim)
         return True
 

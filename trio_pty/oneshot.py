@@ -33,9 +33,10 @@ from .policy import validate
 from .posix import proc
 from .shell import launch
 from .spawning import SpawnOptions
+from .tenants import EVERYONE, Tenant
 
 if TYPE_CHECKING:
-    from .manager import Manager, Tenant
+    from .manager import Manager
 
 __all__ = ["PAGERS", "PAGER_DEFAULTS", "execute", "showing"]
 
@@ -66,19 +67,20 @@ async def execute(
     manager: Manager,
     command: str,
     *,
-    owner: str,
-    description: str | None,
-    shell: str | None,
-    workdir: str | None,
-    env: Mapping[str, str] | None,
-    rows: int,
-    cols: int,
-    timeout: float | None,
-    yield_ms: int | None,
-    tenant: Tenant,
+    owner: str = "default",
+    description: str | None = None,
+    shell: str | None = None,
+    workdir: str | None = None,
+    env: Mapping[str, str] | None = None,
+    rows: int = 24,
+    cols: int = 80,
+    timeout: float | None = None,
+    yield_ms: int | None = None,
+    tenant: Tenant = EVERYONE,
 ) -> ExecResult:
-    """`Manager.exec`: start `command`, wait for its end (and its teardown) or the yield
-    time, and report."""
+    """`Manager.exec`: run one command line the way a script runs (`bash -lc COMMAND`, or
+    `shell`), under a PTY of its own; return once it and what it left behind have ended, or
+    after `yield_ms` (default `limits.default_wait_ms`) with it still running."""
     limits = manager.limits
     if not isinstance(command, str) or not command.strip():
         raise InvalidInput("command", "must be a non-empty command line")

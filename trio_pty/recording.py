@@ -13,6 +13,7 @@ from __future__ import annotations
 import shlex
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -30,6 +31,9 @@ from .output.record import (
 from .policy.environment import TERM_VALUE
 from .session import Session
 
+if TYPE_CHECKING:  # the manager sits above this module: for annotations only
+    from .manager import Manager
+
 __all__ = ["cast_version", "recording"]
 
 
@@ -38,6 +42,17 @@ def cast_version(value: object) -> CastVersion:
     if type(value) is not int or value not in CAST_VERSIONS:
         raise errors.InvalidInput("format", f"must be 2 or 3 (asciicast v2 or v3), got {value!r}")
     return value
+
+
+async def record(
+    manager: Manager, session_id: str, *, owner: str = "default", format: int = 3
+) -> str:
+    """`Manager.recording`: the session (running or ended, while it is kept) as an
+    asciicast, `format` 3 (the default) or 2, one JSON text a line: its retained output with
+    the times it arrived, its resizes, a shell session's commands as markers, its exit last
+    (v3). After the output ring rotated, it starts at the ring's first byte (docs/output.md)."""
+    version = cast_version(format)
+    return await recording(manager._session(session_id, owner), version)
 
 
 async def recording(session: Session, version: CastVersion) -> str:

@@ -24,10 +24,11 @@ from typing import Any, Final, Generic, Protocol, TypeVar, cast
 
 import attrs
 
-from trio_pty.manager import Manager, Tenant
+from trio_pty.manager import Manager
 from trio_pty.model import CompactPage, ReadPage, SessionInfo
 from trio_pty.policy import validate
 from trio_pty.rpc.scope import TokenScope
+from trio_pty.tenants import Tenant
 from trio_pty.wire import (
     ATTACH,
     COMMANDS,
