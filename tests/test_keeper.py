@@ -310,6 +310,30 @@ async def test_a_killed_keeper_is_replaced_and_the_replacement_guards(tmp_path: 
             await _all_gone_within(manager_id, died_at, BOUND)
 
 
+async def test_a_keeper_killed_again_and_again_is_always_replaced(tmp_path: Path) -> None:
+    """A session of our uid finds the keeper (its argv is world-readable) and kills it as
+    soon as it starts, three times: each is replaced, and the last still ends the sessions
+    after the manager's SIGKILL. (Before, a keeper that died within a second of its start
+    was not replaced: two `kill -9` switched the crash guard off.)"""
+    with trio.fail_after(40):
+        async with _embedder(tmp_path, "stay") as (process, manager_id):
+            assert (await _line(process)).startswith("READY")
+            killed: list[int] = []
+
+            def new_keepers() -> list[proc.ProcEntry]:
+                return [e for e in _keepers(manager_id) if e.pid not in killed]
+
+            for _ in range(3):
+                await poll_until(lambda: new_keepers() != [])
+                (keeper_entry,) = new_keepers()
+                _end([keeper_entry])
+                killed.append(keeper_entry.pid)
+            await poll_until(lambda: new_keepers() != [])
+            process.send_signal(signal.SIGKILL)
+            died_at = await _died(process)
+            await _all_gone_within(manager_id, died_at, BOUND)
+
+
 async def test_no_keeper_is_left_after_a_normal_close() -> None:
     with trio.fail_after(20):
         fds = leaks.open_fds()

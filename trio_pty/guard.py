@@ -22,7 +22,14 @@ from .posix import keeper
 log = logging.getLogger("trio_pty")
 
 _KEEPER_MIN_LIFE = 1.0
-"""A keeper that dies sooner than this after its start is not started again."""
+"""A keeper that *exits* sooner than this after its start is not started again: it could
+not start (a broken interpreter), and another would fail the same way."""
+
+_RESTART_PAUSE_MAX = 0.5
+"""A keeper *killed* by a signal is always replaced (a session of our uid can kill it, and
+a guard that gave up after two quick kills let its processes survive the manager's
+SIGKILL); kills in quick succession are answered after a pause doubling from 10 ms to
+this, so that the unguarded gap stays bounded without a hot loop of spawns."""
 
 
 class Guard:
@@ -38,6 +45,7 @@ class Guard:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Keep a keeper running until cancelled (the manager is closing): one that dies
         (someone killed it) is replaced, and told about every live session."""
+        quick_kills = 0
         while True:
             started_at = trio.current_time()
             try:
@@ -53,7 +61,8 @@ class Guard:
             task_status.started()
             task_status = trio.TASK_STATUS_IGNORED
             code = await process.wait()
-            if trio.current_time() - started_at < _KEEPER_MIN_LIFE:
+            quick = trio.current_time() - started_at < _KEEPER_MIN_LIFE
+            if quick and code >= 0:
                 log.error(
                     "the keeper (pid %d) exited at once with %d: sessions will not be torn "
                     "down if this process dies without closing the manager",
@@ -62,6 +71,9 @@ class Guard:
                 )
                 return
             log.error("the keeper (pid %d) exited with %d; starting another", process.pid, code)
+            quick_kills = quick_kills + 1 if quick else 0
+            if quick_kills > 1:
+                await trio.sleep(min(_RESTART_PAUSE_MAX, 0.01 * 2 ** (quick_kills - 2)))
 
     async def _start_keeper(self) -> trio.Process:
         if self._link is not None:

@@ -21,11 +21,14 @@ program), two things take over:
 From the outside nothing is a child of ours, so nothing is held unreaped: whose a process is
 comes from its tags (`TRIO_PTY_MANAGER`, inherited through every fork and exec that keeps
 the environment), from the recorded leaders (pid *and* start time: a recycled pid has a
-later start time), their sessions, foreground groups and descendants. Individual processes
-are signalled through pidfds after a start-time check; a process group only right after a
-fresh look at a living member of ours in it (a group id is reused only once the group is
-empty and the pid allocator has wrapped around `pid_max`, which takes far longer than the
-microseconds in between).
+later start time), their sessions, foreground groups and descendants; a process found
+only by its tag counts only under our own uid (anyone can set a variable). Individual
+processes are signalled through pidfds after a start-time check; a process group only when
+nothing else alive shares it, right after a fresh look at a living member of ours in it (a
+group id is reused only once the group is empty and the pid allocator has wrapped around
+`pid_max`, which takes far longer than the microseconds in between). Between rounds the
+keeper watches for new pids (`_Watch`): a pid hopper's generation lives a few milliseconds,
+which full scans miss. The state records go only after a confirmed end.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from typing import Final, NamedTuple
 from . import hardening, proc, schedule
 
 _MANAGER_FILE: Final = "manager.json"
+_UID: Final = os.getuid()
 _SESSION_SUFFIX: Final = ".session.json"
 
 # The keeper's whole program: its module, imported from the source root (argv[1]) by an
@@ -101,6 +105,19 @@ class Outcome(NamedTuple):
     """Distinct processes found alive at some point."""
     survivors: list[int]
     """Still alive at the deadline."""
+    confirmed: bool = False
+    """Two scans confirmed the end (within the deadline): only then may the records that
+    name these sessions go. A teardown cut off by its deadline found "nothing alive" in at
+    most one scan, which a pid hopper slips through."""
+
+
+WATCH_INTERVAL: Final = 0.0005
+"""Between rounds, the keeper lists /proc this often (~0.5 ms for 200 processes) and looks
+at the pids that are new since its last listing: a hopper's generation lives a few
+milliseconds, which a full scan (a stat read per process) rarely catches alive."""
+
+
+WATCH_LEAST: Final = 3
 
 
 def tear_down(
@@ -115,26 +132,85 @@ def tear_down(
     """Hang up, SIGTERM (+SIGCONT), wait `grace`, SIGKILL, until nothing of these managers
     is alive in two scans (the second listed after the first finished), or `close_timeout`
     has passed: the manager's own `schedule.Schedule`, driven by an outsider (nothing is our
-    child), with the same rounds: scan, confirm, signal, wait."""
+    child), with the same rounds: scan, confirm, signal, wait. While it waits, it watches
+    for new tagged processes (see `_Watch`): what it sees keeps the teardown from
+    confirming, and after the grace is killed at once."""
     start = clock()
     deadline = start + close_timeout
     plan = schedule.Schedule(kill_at=start + grace)
-    scans = _Scans(_Finder(frozenset(manager_ids), list(leaders)), clock)
+    finder = _Finder(frozenset(manager_ids), list(leaders))
+    scans = _Scans(finder, clock)
+    watch = _Watch(finder, clock, sleep)
     signalled: dict[tuple[int, int], int] = {}
+    confirmed = False
     while True:
         alive = scans.alive(plan)
-        if plan.confirm(scans.findings(alive)):
+        seen = watch.take()
+        if plan.confirm(scans.findings(alive, seen=bool(seen))):
+            confirmed = True
             break
+        alive = {**seen, **alive}
+        scans.found.update(e.key for e in seen.values())
         orders = plan.signal(clock())
         if orders.hang_up:
             scans.hang_up()
         if orders.signal is not None:
-            _send(alive, orders.signal, signalled)
+            assert scans.snapshot is not None
+            _send(alive, orders.signal, signalled, finder.safe_groups(scans.snapshot, alive))
         now = clock()
         if now >= deadline:
             break
-        sleep(max(0.0, min(plan.wait(now), deadline) - now))
-    return Outcome(processes=len(scans.found), survivors=sorted(alive))
+        watch.until(min(plan.wait(now), deadline), kill=plan.phase == signal.SIGKILL)
+    survivors = {**alive, **watch.take()}
+    return Outcome(len(scans.found), sorted(survivors), confirmed and not survivors)
+
+
+class _Watch:
+    """New processes of these managers, seen between rounds: each listing of /proc is
+    compared with the last, and only the new pids are read (a stat line, then the tags), so
+    a generation that lives ~2 ms is looked at while it lives. After the grace, one is
+    killed at once through its pidfd (a hopper that is killed before it forks is over)."""
+
+    def __init__(
+        self, finder: _Finder, clock: Callable[[], float], sleep: Callable[[float], None]
+    ) -> None:
+        self._finder = finder
+        self._clock = clock
+        self._sleep = sleep
+        self._listed: set[int] = set(proc.pids())
+        self._cache: proc.TagCache = {}
+        self._seen: dict[int, proc.ProcEntry] = {}
+
+    def until(self, wake_at: float, *, kill: bool) -> None:
+        """Watch until `wake_at`, and for `WATCH_LEAST` listings in any case: a round's
+        full scan can take longer than a tick, and a watch skipped after it would let two
+        scans confirm the end while a generation lived between them unseen."""
+        listings = 0
+        while listings < WATCH_LEAST or self._clock() < wake_at:
+            for entry in self._poll():
+                self._seen[entry.pid] = entry
+                if kill:
+                    proc.signal_process(entry, signal.SIGKILL)
+            listings += 1
+            now = self._clock()
+            self._sleep(WATCH_INTERVAL if now >= wake_at else min(WATCH_INTERVAL, wake_at - now))
+
+    def take(self) -> dict[int, proc.ProcEntry]:
+        """The processes seen since the last call (alive when seen)."""
+        seen, self._seen = self._seen, {}
+        return seen
+
+    def _poll(self) -> list[proc.ProcEntry]:
+        listed = set(proc.pids())
+        new, self._listed = listed - self._listed, listed
+        found = []
+        for pid in new:
+            entry = proc.read_stat(pid)
+            if entry is not None and not entry.dead and self._finder.tagged(entry, self._cache):
+                found.append(entry)
+        for key in [key for key in self._cache if key[0] not in listed]:
+            del self._cache[key]
+        return found
 
 
 class _Scans:
@@ -166,9 +242,10 @@ class _Scans:
         self.found.update(e.key for e in alive.values())
         return alive
 
-    def findings(self, alive: Mapping[int, proc.ProcEntry]) -> schedule.Scan:
+    def findings(self, alive: Mapping[int, proc.ProcEntry], *, seen: bool) -> schedule.Scan:
+        """`seen`: the watch saw one alive since the last round, which the scan missed."""
         assert self.snapshot is not None
-        return schedule.Scan(self.snapshot.taken, self.snapshot.done, alive=bool(alive))
+        return schedule.Scan(self.snapshot.taken, self.snapshot.done, alive=bool(alive) or seen)
 
     def hang_up(self) -> None:
         assert self.snapshot is not None
@@ -209,8 +286,32 @@ class _Finder:
             seeds.update(snapshot.by_sid.get(leader.pid, ()))
             seeds.update(snapshot.by_pgid.get(leader.pid, ()))
         for manager_id in self._manager_ids:
-            seeds.update(e.pid for e in snapshot.with_tags_of(manager_id))
+            seeds.update(
+                e.pid for e in snapshot.with_tags_of(manager_id) if proc.real_uid(e.pid) == _UID
+            )
         return snapshot.descendants(seeds)
+
+    def tagged(self, entry: proc.ProcEntry, cache: proc.TagCache) -> bool:
+        """Carries the tag of one of these managers, and runs as our user: a tag is only an
+        environment variable, which any local user can set (the manager's id is in the
+        keeper's world-readable argv), and a root keeper must not end another user's
+        processes (or their groups) because they claim to be ours."""
+        tags = proc.cached_tags(entry, cache)
+        return (
+            tags is not None and tags[0] in self._manager_ids and proc.real_uid(entry.pid) == _UID
+        )
+
+    def safe_groups(self, snapshot: proc.Snapshot, alive: Mapping[int, proc.ProcEntry]) -> set[int]:
+        """The groups of `alive` that hold nothing else alive in the snapshot: only those are
+        signalled as groups (see `_send`). A group another process shares (it joined from
+        within its session, or a setuid program a member started kept it) gets no group
+        signal; its members of ours get theirs one by one."""
+        safe = set()
+        for pgid in {e.pgid for e in alive.values()}:
+            living = [p for p in snapshot.by_pgid.get(pgid, ()) if not snapshot.entries[p].dead]
+            if all(p in alive for p in living):
+                safe.add(pgid)
+        return safe
 
     def hang_up(self, snapshot: proc.Snapshot) -> None:
         """SIGHUP and SIGCONT to each living leader, SIGHUP to its tty's foreground group
@@ -226,17 +327,23 @@ class _Finder:
 
 
 def _send(
-    alive: Mapping[int, proc.ProcEntry], sig: int, signalled: dict[tuple[int, int], int]
+    alive: Mapping[int, proc.ProcEntry],
+    sig: int,
+    signalled: dict[tuple[int, int], int],
+    safe_groups: set[int],
 ) -> None:
-    """Signal each group of a living member once, right after a fresh look at that member;
-    then each member its group signal may have missed, through a pidfd."""
+    """Signal each safe group (see `_Finder.safe_groups`) of a living member once, right
+    after a fresh look at that member; then each member its group signal may have missed,
+    through a pidfd."""
     reached: set[int] = set()
     for entry in alive.values():
-        if entry.pgid in reached:
+        if entry.pgid in reached or entry.pgid not in safe_groups:
             continue
         current = proc.read_stat(entry.pid)
         if current is None or current.key != entry.key or current.dead:
             continue
+        if current.pgid != entry.pgid:
+            continue  # it moved since the scan: its new group was never checked
         reached.add(current.pgid)
         proc.signal_group(current.pgid, sig)
         if sig == signal.SIGTERM:
@@ -321,12 +428,14 @@ class Predecessors(NamedTuple):
 
 
 def reap_predecessors(root: str, *, grace: float, close_timeout: float) -> Predecessors:
-    """End what dead managers recorded in `root` left running, then remove their records.
+    """End what dead managers recorded in `root` left running, then remove their records
+    if two scans confirmed the end (else they stay, for the next manager to try again).
     A manager whose process still runs (same pid and start time) is left alone; records of
     another boot are removed without ending anything."""
     prepare(root)
     current_boot = boot_id()
     dead: list[str] = []
+    stale: list[str] = []
     manager_ids: list[str] = []
     leaders: list[Leader] = []
     for name in sorted(os.listdir(root)):
@@ -337,7 +446,7 @@ def reap_predecessors(root: str, *, grace: float, close_timeout: float) -> Prede
         if not isinstance(record, dict):
             continue  # being written, or not ours: leave it
         if record.get("boot_id") != current_boot:
-            dead.append(path)
+            stale.append(path)
             continue
         pid, start_time = record.get("pid"), record.get("start_time")
         entry = proc.read_stat(pid) if isinstance(pid, int) and pid > 1 else None
@@ -349,10 +458,12 @@ def reap_predecessors(root: str, *, grace: float, close_timeout: float) -> Prede
             if file.endswith(_SESSION_SUFFIX):
                 with contextlib.suppress(ValueError):
                     leaders.append(Leader.from_json(_read_json(os.path.join(path, file))))
-    outcome = Outcome(0, [])
+    outcome = Outcome(0, [], confirmed=True)
     if manager_ids:
         outcome = tear_down(manager_ids, leaders, grace=grace, close_timeout=close_timeout)
-    for path in dead:
+    # Records of dead managers go only once their end is confirmed (else the next manager
+    # on the directory tries again); those of another boot name nothing that runs.
+    for path in stale + (dead if outcome.confirmed else []):
         shutil.rmtree(path, ignore_errors=True)
     return Predecessors(len(manager_ids), len(leaders), outcome)
 
@@ -469,20 +580,25 @@ def main(argv: Sequence[str]) -> int:
     )
     began = time.monotonic()
     outcome = tear_down([manager_id], leaders.values(), grace=grace, close_timeout=close_timeout)
-    if state_dir is not None and not outcome.survivors:
+    if state_dir is not None and outcome.confirmed:
+        # Only a confirmed end lets the records go: otherwise the next manager on the
+        # state directory ends what this teardown could not.
         shutil.rmtree(os.path.join(state_dir, manager_id), ignore_errors=True)
     took = time.monotonic() - began
+    unconfirmed = "" if outcome.confirmed else "; the end is not confirmed, records kept"
     _log(
-        "error" if outcome.survivors else "info",
+        "info" if outcome.confirmed else "error",
         f"manager {manager_id}: {outcome.processes} processes ended in {took:.2f} s"
-        + (f"; still alive: {outcome.survivors}" if outcome.survivors else ""),
+        + (f"; still alive: {outcome.survivors}" if outcome.survivors else "")
+        + unconfirmed,
         event="keeper_done",
         manager=manager_id,
         processes=outcome.processes,
         teardown_s=round(took, 3),
         survivors=list(outcome.survivors),
+        confirmed=outcome.confirmed,
     )
-    return 1 if outcome.survivors else 0
+    return 0 if outcome.confirmed else 1
 
 
 def _follow(pid: int, start_time: int, leaders: dict[str, Leader]) -> None:

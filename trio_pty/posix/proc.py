@@ -130,6 +130,19 @@ def names_below(pid: int, *, most: int = 256) -> set[str]:
     return names
 
 
+def real_uid(pid: int) -> int | None:
+    """The process's real user id (from `status`: the owner of /proc/PID is root for a
+    process that made itself non-dumpable); None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def environ_tags(pid: int) -> dict[str, str] | None:
     """The TRIO_PTY_* variables of the process's initial environment; None when it cannot be
     read or reads empty (a zombie, a kernel thread, a process in the middle of an exec)."""
