@@ -15,6 +15,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
+import attrs
 import trio
 
 from trio_pty.client.client import TrioPtyClient
@@ -172,6 +173,19 @@ async def _commands(client: TrioPtyClient, args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------------------------
 # Reading
+
+
+async def _print_every_page(client: TrioPtyClient, read: ReadParams) -> None:
+    """Print every line `read` selects, from its start, page by page (a command's output
+    that did not fit in its answer)."""
+    while True:
+        page = await client.request(read)
+        _report_missed(page)
+        for line in page.lines:
+            print(line.text)
+        if not page.has_more:
+            return
+        read = attrs.evolve(read, offset=page.next_offset)
 
 
 def _report_missed(page: ReadPage) -> None:
@@ -384,17 +398,9 @@ async def _run(client: TrioPtyClient, args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     elif result.has_more or result.missed_lines:
-        offset = 0
-        while True:
-            page = await client.request(
-                ReadParams(id=args.id, owner=args.owner, command=result.number, offset=offset)
-            )
-            _report_missed(page)
-            for line in page.lines:
-                print(line.text)
-            if not page.has_more:
-                break
-            offset = page.next_offset
+        await _print_every_page(
+            client, ReadParams(id=args.id, owner=args.owner, command=result.number)
+        )
     else:
         for line in result.lines:
             print(line.text)
@@ -435,15 +441,7 @@ async def _exec(client: TrioPtyClient, args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     elif result.has_more or result.missed_lines:
-        offset = 0
-        while True:
-            page = await client.request(ReadParams(id=result.id, owner=args.owner, offset=offset))
-            _report_missed(page)
-            for line in page.lines:
-                print(line.text)
-            if not page.has_more:
-                break
-            offset = page.next_offset
+        await _print_every_page(client, ReadParams(id=result.id, owner=args.owner))
     else:
         for line in result.lines:
             print(line.text)
