@@ -260,7 +260,8 @@ class LiveScreen:
         """An emulator for the retained output, started as late as it may be (module doc).
         Output that never rotated is replayed whole up to `whole_up_to` bytes, and probed
         for a late cursor placement only past `probed_above` (tests lower both to 0, to
-        check the late start on short output)."""
+        check the late start on short output). Its length and complexity (16) are the
+        candidate starting points it weighs in turn (module doc)."""
         data, base = output.snapshot_with_offset()
         sizes = output.sizes
         if not base and len(data) <= whole_up_to:
