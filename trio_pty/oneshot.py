@@ -106,9 +106,14 @@ async def execute(
         cols=cols,
         defaults_env=PAGER_DEFAULTS,
     )
-    info = await manager._spawn(options, None, tenant=tenant)
+    # The session is registered (listed) before the spawn returns: a call cancelled in
+    # between would leave the command running, uninterrupted. The spawn is bounded
+    # (spawn_timeout), so it finishes shielded and the cancellation lands below.
+    with trio.CancelScope(shield=True):
+        info = await manager._spawn(options, None, tenant=tenant)
     session = manager._session(info.id, owner)
     try:
+        await trio.lowlevel.checkpoint_if_cancelled()
         with trio.move_on_after(wait_ms / 1000):
             await session.wait_complete()
         if session.output_complete:
